@@ -1,0 +1,45 @@
+# Crewlet: the two commands are `make run` and `make test`; everything they need is set up here.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+DEV_ENV := var/dev.env
+CONFIG ?= examples/crewlet.yaml
+COMPANY ?= examples/company.yaml
+
+.PHONY: run test setup venv keyring migrate chromium bench clean
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install --quiet --upgrade pip
+	@$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+# The development keyring and tokens, made once, kept under var/ with mode 0600.
+$(DEV_ENV): | $(STAMP)
+	@mkdir -p var && chmod 700 var
+	@umask 077 && $(PY) manage.py crewlet_secrets devenv > $(DEV_ENV).tmp && mv $(DEV_ENV).tmp $(DEV_ENV)
+	@chmod 600 $(DEV_ENV)
+	@echo "made a development keyring and API tokens in $(DEV_ENV) (mode 0600)"
+
+keyring: $(DEV_ENV)
+
+setup: $(STAMP) $(DEV_ENV)
+
+migrate: setup
+	@set -a && source $(DEV_ENV) && set +a && CREWLET_CONFIG=$(CONFIG) $(PY) manage.py migrate --no-input -v 0
+
+run: migrate
+	@set -a && source $(DEV_ENV) && set +a && exec $(PY) manage.py crewlet_serve --config $(CONFIG) --company $(COMPANY)
+
+test: setup
+	@set -a && source $(DEV_ENV) && set +a && $(PY) -m pytest -q
+
+bench: setup
+	@set -a && source $(DEV_ENV) && set +a && for b in benchmarks/*.py; do $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) var

@@ -1,0 +1,54 @@
+"""The one NinjaAPI: every app mounts its own Router here (STYLE.md, "Layout").
+
+Every error leaves as JSON `{"detail": ...}`; a handler's unexpected exception is logged
+and answered 500 without a traceback.
+"""
+from __future__ import annotations
+
+import logging
+
+from django.http import HttpRequest
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+log = logging.getLogger("api")
+
+api = NinjaAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api")
+
+
+def _field(loc) -> str:
+    parts = [str(p) for p in loc if p not in ("query", "body", "path", "header", "payload")]
+    return ".".join(parts) or "request"
+
+
+@api.exception_handler(ValidationError)
+def _validation(request: HttpRequest, exc: ValidationError):
+    problems = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors]
+    return api.create_response(request, {"detail": "; ".join(problems) or "invalid request"}, status=422)
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthenticated(request: HttpRequest, exc: AuthenticationError):
+    return api.create_response(
+        request,
+        {"detail": "Authorization: a bearer token from api.auth.tokens is required"},
+        status=401,
+    )
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError):
+    return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
+
+
+@api.exception_handler(Exception)
+def _unexpected(request: HttpRequest, exc: Exception):
+    log.exception("api_unhandled_error", extra={"path": request.path})
+    return api.create_response(request, {"detail": "internal error; the node logged it"}, status=500)
+
+
+def mount_routers() -> None:
+    """Attach each app's Router; called once from urls.py."""
+    from events.api import router as events_router
+
+    api.add_router("/events", events_router)

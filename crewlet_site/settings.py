@@ -1,0 +1,115 @@
+"""Django settings for Crewlet.
+
+Nothing secret is written here: SECRET_KEY is derived from the node's keyring (seed 002,
+"The single host"); the database is the node's own SQLite file (`store.path`), in WAL
+mode with a busy timeout (DESIGN.md, "The store").
+"""
+from __future__ import annotations
+
+import os
+import secrets
+
+from crewlet_site import nodeconfig
+
+BASE_DIR = nodeconfig.BASE_DIR
+NODE = nodeconfig.read()
+
+if NODE.keyring is not None:
+    SECRET_KEY = NODE.keyring.django_secret_key()
+    SECRET_KEY_FALLBACKS = NODE.keyring.django_secret_key_fallbacks()
+else:
+    # No keyring loaded: commands that need one refuse to start (engine.keyring names
+    # `secrets.keys`). What runs without one (keygen, validate) signs nothing that
+    # outlives the process, so a per-process random key is the honest value.
+    SECRET_KEY = secrets.token_urlsafe(50)
+
+DEBUG = os.environ.get("CREWLET_DJANGO_DEBUG") == "1"
+ALLOWED_HOSTS = ["*"]  # the node binds where api.host says; Host checks belong to the proxy
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "engine",
+    "events",
+    "seats",
+    "notify",
+    "a2a",
+    "dashboard",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "crewlet_site.urls"
+ASGI_APPLICATION = "crewlet_site.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": str(NODE.store_path),
+        "OPTIONS": {
+            "timeout": 20,
+            "transaction_mode": "IMMEDIATE",
+            "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
+        },
+        "TEST": {"NAME": os.environ.get("CREWLET_TEST_DB") or None},
+    }
+}
+
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+LOGIN_URL = "/admin/login/"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = False
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = BASE_DIR / "var" / "static"
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"stderr": {"class": "logging.StreamHandler"}},
+    "root": {"handlers": ["stderr"], "level": "WARNING"},
+}

@@ -1,0 +1,15 @@
+"""The HTTP surface: the REST API at the root (as the seeds spell its routes), admin, docs."""
+from django.contrib import admin
+from django.urls import path
+
+from crewlet_site.api import api, mount_routers
+
+mount_routers()
+
+admin.site.site_header = "Crewlet operations"
+admin.site.site_title = "Crewlet"
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("", api.urls),
+]
