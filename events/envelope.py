@@ -222,7 +222,9 @@ class Event:
         if self.node:
             wire["node"] = self.node
         for key, value in self.fields.items():
-            if key not in wire:
+            # Every envelope key is the envelope's: a typed body's extra `node` (absent from
+            # `wire` when the event names no origin) must not be written as the origin.
+            if key not in ENVELOPE_KEYS:
                 wire[key] = value
         return wire
 
