@@ -1,45 +1,11 @@
-"""Suite-wide set-up: a node config with a real keyring and known API tokens, and a real
-SQLite file for the test database, both in a temporary directory, named before Django's
-settings load."""
+"""Suite-wide set-up. The node config, keyring, tokens and test database are made by
+`tests.settings` (DJANGO_SETTINGS_MODULE for the suite) before Django reads its settings."""
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
-from pathlib import Path
 
-_RUN_DIR = Path(tempfile.mkdtemp(prefix="crewlet-test-"))
-
-ADMIN_TOKEN = "test-admin-token-0123456789abcdef"
-READ_TOKEN = "test-read-token-0123456789abcdef"
-KEY_MATERIAL = "dGVzdC1rZXktbWF0ZXJpYWwtMDEyMzQ1Njc4OWFiY2RlZg"  # 35 bytes, base64url
-
-TEST_CONFIG = f"""
-node: {{id: test-node}}
-stream: {{type: embedded, store_dir: "{_RUN_DIR / 'stream'}"}}
-store: {{path: "{_RUN_DIR / 'company.db'}"}}
-coordination: {{type: local}}
-secrets:
-  active_key_id: test
-  keys: [{{id: test, material: "{KEY_MATERIAL}"}}]
-api:
-  host: 127.0.0.1
-  port: 8000
-  external_url: "http://127.0.0.1:8000"
-  auth:
-    admin: serve
-    tokens:
-      - {{id: admin, token: "{ADMIN_TOKEN}", grants: [admin]}}
-      - {{id: viewer, token: "{READ_TOKEN}", grants: [read]}}
-"""
-
-
-def pytest_configure(config):
-    path = _RUN_DIR / "crewlet.yaml"
-    path.write_text(TEST_CONFIG)
-    os.environ["CREWLET_CONFIG"] = str(path)
-    os.environ.setdefault("CREWLET_TEST_DB", str(_RUN_DIR / "test-company.db"))
+from tests.settings import ADMIN_TOKEN, KEY_MATERIAL, READ_TOKEN, RUN_DIR  # noqa: F401  (re-exported for tests)
 
 
 def pytest_unconfigure(config):
-    shutil.rmtree(_RUN_DIR, ignore_errors=True)
+    shutil.rmtree(RUN_DIR, ignore_errors=True)
