@@ -34,6 +34,7 @@ ACK_WAIT_SECONDS = 30 * 60   # seed 000: a wait behind a running turn plus one w
 NAK_BASE_SECONDS = 1.0       # seed 000: one second, doubling per further failure ...
 NAK_CAP_SECONDS = 30.0       # ... up to thirty: the budget spreads over about ten minutes
 STREAM_INACTIVE_SECONDS = 60.0  # seed 000, "Broadcast Streams": reaped a minute after the caller goes
+STREAM_BUFFER = 256          # a broadcast subscriber's backlog before it starts missing events
 
 
 class QueueError(Exception):
@@ -190,13 +191,20 @@ class EventQueue(Protocol):
         """Every durable subscription under pattern, attached or not, as its exact (topic, group)."""
 
     async def subscribe(self, topic: str, group: str, handler: Handler) -> None:
-        """Attach this process to the subscription and run handler per message, one at a time."""
+        """Attach this process to the subscription and run handler per message, one at a time.
+        Ensures the subscription first (idempotent), so attaching never races its creation;
+        SubscriptionError when this client is already attached to (topic, group)."""
 
     async def subscribe_batch(self, topic: str, group: str, options: OptionsSource, handler: BatchHandler) -> None:
-        """Attach and dispatch drains partition by partition (seed 000, "Inbox Batching")."""
+        """Attach and dispatch drains partition by partition (seed 000, "Inbox Batching").
+        Ensures the subscription first, as `subscribe` does."""
 
-    async def subscribe_stream(self, pattern: str, handler: StreamHandler) -> StreamSubscription:
-        """Broadcast from now, acking nothing; a slow subscriber misses events."""
+    async def subscribe_stream(
+        self, pattern: str, handler: StreamHandler, *, buffer: int = STREAM_BUFFER
+    ) -> StreamSubscription:
+        """Broadcast from now, acking nothing; PatternError for a pattern spanning every namespace
+        or several streams. Up to `buffer` events wait for a slow handler; past that the
+        subscriber misses events (counted in `missed`) rather than slowing anyone."""
 
     def add_publish_listener(self, listener: PublishListener) -> None: ...
 
@@ -205,7 +213,10 @@ class EventQueue(Protocol):
     async def unquiesce(self, topic: str, group: str) -> None: ...
 
     async def detach(self, topic: str, group: str) -> None:
-        """Stop this process's consumer; the durable subscription and its mail survive."""
+        """Stop this process's consumer; the durable subscription and its mail survive. A handler
+        still running is cancelled and what it held goes back at once, at the head, with its
+        delivery count (through the dead-letter check), so a peer takes it without waiting out
+        the ack window. Detaching what is not attached here is a no-op."""
 
     async def delete_subscription(self, topic: str, group: str) -> None:
         """Destroy the subscription and the mail it retains; needs no local attachment."""
@@ -228,4 +239,4 @@ class EventQueue(Protocol):
         """Messages the subscription retains that nobody has acked (the mailbox depth)."""
 
     async def close(self) -> None:
-        """Detach everything, drain the connection."""
+        """Detach everything (as `detach` does), end broadcast subscriptions, drain the connection."""
