@@ -3,7 +3,6 @@
 "Topic Structure"). Every case runs against both backends."""
 from __future__ import annotations
 
-import asyncio
 import logging
 
 import pytest
