@@ -1,0 +1,87 @@
+"""The completion ledger (seed 000, "Routing" and "Inbox Batching": "a turn that finished but
+whose delivery was never acked is not re-run, because the completion ledger records what
+shipped"; seed 002, "What changed": the ledger is one of the fleet-shared records that lives
+in a coordination bucket "whose own age is its retention, so the broker expires them").
+
+A record says: seat `handle` worked trigger `trigger_id` in turn `turn_id`. It is the fleet's,
+so a redelivery that reaches another node is still dropped as worked (TurnTriggerSkipped).
+Records age out with the bucket after the horizon (7 days unless configured): a bucket that
+already exists keeps the age it was created with (a booting node never rewrites a shared
+object), and `horizon` reports the age in force.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from engine.coord.contract import CoordError, CoordStore, Entry, KeyExists
+
+LEDGER_BUCKET = "crewlet_ledger"
+LEDGER_HORIZON_SECONDS = 7 * 24 * 3600.0  # a redelivery is long settled a week on
+
+
+@dataclass(frozen=True)
+class WorkedRecord:
+    """One worked trigger: which turn worked it and when it was recorded."""
+
+    handle: str
+    trigger_id: str
+    turn_id: str
+    worked_at: float
+
+
+class CompletionLedger:
+    """What the fleet's seats have worked, keyed by (seat handle, trigger id)."""
+
+    def __init__(self, store: CoordStore, *, horizon: float = LEDGER_HORIZON_SECONDS) -> None:
+        self.store = store
+        self.horizon = float(horizon)
+        self._provisioned = False
+
+    async def provision(self) -> None:
+        """Create the ledger bucket if missing; `horizon` becomes the age in force."""
+        info = await self.store.ensure_bucket(LEDGER_BUCKET, max_age=self.horizon)
+        self.horizon = info.max_age or self.horizon
+        self._provisioned = True
+
+    async def record_worked(self, handle: str, trigger_id: str, turn_id: str) -> WorkedRecord:
+        """Record that `handle` worked `trigger_id` in `turn_id`. The first record stands: a
+        trigger already recorded returns the record that is there."""
+        await self._ready()
+        key = _key(handle, trigger_id)
+        value = json.dumps({"handle": handle, "trigger_id": trigger_id, "turn_id": turn_id}).encode()
+        try:
+            await self.store.create(LEDGER_BUCKET, key, value)
+        except KeyExists:
+            pass
+        entry = await self.store.get(LEDGER_BUCKET, key)
+        if entry is None:  # aged out between the two calls: the record is ours to write again
+            await self.store.put(LEDGER_BUCKET, key, value)
+            entry = await self.store.get(LEDGER_BUCKET, key)
+        return _decode(entry)
+
+    async def worked(self, handle: str, trigger_id: str) -> WorkedRecord | None:
+        """The record of `handle` working `trigger_id`, or None when it has none."""
+        await self._ready()
+        entry = await self.store.get(LEDGER_BUCKET, _key(handle, trigger_id))
+        return None if entry is None else _decode(entry)
+
+    async def _ready(self) -> None:
+        if not self._provisioned:
+            await self.provision()
+
+
+def _key(handle: str, trigger_id: str) -> str:
+    if not handle or ":" in handle:
+        raise CoordError(f"ledger handle {handle!r}: a seat handle is non-empty and has no ':'")
+    if not trigger_id:
+        raise CoordError("ledger trigger id: empty")
+    return f"{handle}:{trigger_id}"
+
+
+def _decode(entry: Entry | None) -> WorkedRecord:
+    if entry is None:
+        raise CoordError("ledger: a record written a moment ago is gone")
+    raw = json.loads(entry.value)
+    return WorkedRecord(handle=raw["handle"], trigger_id=raw["trigger_id"], turn_id=raw["turn_id"],
+                        worked_at=entry.updated)

