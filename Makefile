@@ -8,7 +8,7 @@ DEV_ENV := var/dev.env
 CONFIG ?= examples/crewlet.yaml
 COMPANY ?= examples/company.yaml
 
-.PHONY: run test setup venv keyring migrate chromium bench clean
+.PHONY: run test setup venv keyring migrate chromium bench clean superuser
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,7 +33,7 @@ migrate: setup
 	@set -a && source $(DEV_ENV) && set +a && CREWLET_CONFIG=$(CONFIG) $(PY) manage.py migrate --no-input -v 0
 
 run: migrate
-	@set -a && source $(DEV_ENV) && set +a && exec $(PY) manage.py crewlet_serve --config $(CONFIG) --company $(COMPANY)
+	@set -a && source $(DEV_ENV) && set +a && exec $(PY) manage.py crewlet_node --config $(CONFIG) --company $(COMPANY)
 
 test: setup
 	@set -a && source $(DEV_ENV) && set +a && $(PY) -m pytest -q
@@ -43,3 +43,7 @@ bench: setup
 
 clean:
 	rm -rf $(VENV) var
+
+# An operator account for the dashboard and /admin/.
+superuser: migrate
+	@set -a && source $(DEV_ENV) && set +a && CREWLET_CONFIG=$(CONFIG) $(PY) manage.py createsuperuser

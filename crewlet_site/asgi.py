@@ -8,4 +8,19 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_app = get_asgi_application()
 
-application = ProtocolTypeRouter({"http": django_app, "websocket": URLRouter([])})
+from django.urls import Resolver404, resolve  # noqa: E402
+
+websocket_routes: list = []
+
+application = ProtocolTypeRouter({"http": django_app, "websocket": URLRouter(websocket_routes)})
+
+
+def is_route(path: str) -> bool:
+    """Whether the node serves `path` once it is serving (a starting node answers 503 for these)."""
+    if path.startswith("/ws/"):
+        return any(getattr(r, "pattern", None) and r.pattern.match(path.lstrip("/")) for r in websocket_routes)
+    try:
+        resolve(path)
+        return True
+    except Resolver404:
+        return False

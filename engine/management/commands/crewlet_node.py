@@ -1,0 +1,139 @@
+"""`python manage.py crewlet_node --config crewlet.yaml [--company company.yaml] [--roles ...]`
+
+The product's main process (seed 002, "Running the Engine + API"). This command parses the
+flags, validates the configuration, sets up logging, binds the listener, installs the signal
+handlers and runs the node; the logic lives in `engine.node` (STYLE.md, "Long-running work").
+
+A flag overrides the file only when it was given. Exit codes: 0 drained, 1 fatal (a boot
+that failed, a connection closed for good, a second signal), 2 a configuration refusal,
+69 the embedded broker died, 75 the watchdog.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+
+from django.core.management.base import BaseCommand
+
+from engine import logconfig
+from engine.node import EXIT_CONFIG, EXIT_FATAL, Node
+from engine.roles import RoleError, parse_roles
+
+log = logging.getLogger("engine.node")
+
+
+def secrets_of(cfg) -> list[str]:
+    """Every secret value the config carries, so no log line can show one."""
+    values = [k.material for k in cfg.secrets.keys]
+    values += [t.token for t in cfg.api.auth.tokens]
+    if getattr(cfg.stream, "token", None):
+        values.append(cfg.stream.token)
+    return values
+
+
+def banner(cfg, roles, base: str) -> str:
+    """Where to look, printed once the listener is bound."""
+    lines = [f"Crewlet node {cfg.node.id} ({','.join(roles)}) listening on {base}/"]
+    if cfg.api.external_url and cfg.api.external_url.rstrip("/") != base:
+        lines.append(f"  reached at     {cfg.api.external_url}")
+    lines.append(f"  health, ready  {base}/health  {base}/ready")
+    if "ingress" in roles:
+        lines += [
+            f"  REST API       {base}/events  (Authorization: Bearer <a token from api.auth.tokens>)",
+            f"  API docs       {base}/api/docs",
+            f"  admin          {base}/admin/  (create a user: python manage.py createsuperuser)",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+class Command(BaseCommand):
+    help = "Run a Crewlet node: the consume loops, seat hosts, singleton duties and the HTTP surface."
+    requires_system_checks: list = []
+
+    def add_arguments(self, parser):
+        parser.add_argument("--config", required=True, help="the node's Tier A file (crewlet.yaml)")
+        parser.add_argument("--company", default=None, help="a company document to import as a new revision when it differs")
+        parser.add_argument("--roles", default=None, help="comma-separated: data,seats,ingress,workers (default: all four)")
+        parser.add_argument("--api-port", type=int, default=None, help="overrides api.port (0 binds nothing)")
+        parser.add_argument("--api-host", default=None, help="overrides api.host")
+        parser.add_argument("--log-level", default=None, help="debug | info | warn | error")
+        parser.add_argument("--log-format", default=None, help="console | text | json")
+        parser.add_argument("--log-file", default=None, help='a log file for this run ("" for none)')
+        parser.add_argument("--debug", action="store_true", help="shorthand for --log-level debug")
+
+    def handle(self, *args, **opts):
+        sys.exit(self.run(opts))
+
+    def fail(self, message: str, code: int) -> int:
+        self.stderr.write(f"crewlet: {message}\n")
+        return code
+
+    def run(self, opts) -> int:
+        from engine.config import ConfigError, load_node_config, node_advisories
+
+        try:
+            roles = parse_roles(opts["roles"])
+        except RoleError as exc:
+            return self.fail(str(exc), EXIT_CONFIG)
+        try:
+            cfg = load_node_config(opts["config"])
+        except ConfigError as exc:
+            return self.fail(f"--config {opts['config']}:\n{exc}", EXIT_CONFIG)
+        # The ASGI application sets Django up again, which reinstalls settings.LOGGING: load it
+        # before the node's own logging is configured.
+        from crewlet_site.asgi import application, is_route
+
+        settings, warnings = logconfig.settings_from(
+            cfg.logging, level_flag=opts["log_level"], format_flag=opts["log_format"], debug=opts["debug"], file_flag=opts["log_file"]
+        )
+        try:
+            logconfig.configure(settings, secrets=secrets_of(cfg))
+        except OSError as exc:
+            return self.fail(f"logging.file.path: {exc.filename}: {exc.strerror}", EXIT_CONFIG)
+        for name, fields in warnings:
+            log.warning(name, extra=fields)
+        for advisory in node_advisories(cfg):
+            log.warning("config_advisory", extra={"config": "bootstrap", "detail": advisory})
+        host = opts["api_host"] if opts["api_host"] is not None else cfg.api.host
+        port = opts["api_port"] if opts["api_port"] is not None else cfg.api.port
+        if not 0 <= port <= 65535:
+            return self.fail(f"--api-port: expected an integer from 0 to 65535, got {port}", EXIT_CONFIG)
+
+        from engine.server import ListenerError, bind, serve
+
+        sock = None
+        if port > 0:
+            try:
+                sock = bind(host, port)
+            except ListenerError as exc:
+                return self.fail(str(exc), EXIT_FATAL)
+        node = Node(cfg, roles=roles, company_path=opts["company"], env=dict(os.environ), imported_by=f"node:{cfg.node.id}")
+        app = None
+        if sock is not None:
+            from engine.probes import ProbeGate
+            app = ProbeGate(application, node.state, is_route)
+            bound_host, bound_port = sock.getsockname()[:2]
+            log.info("api_listening", extra={"address": f"{bound_host}:{bound_port}", "ingress": "ingress" in roles})
+            self.stdout.write(banner(cfg, roles, f"http://{bound_host}:{bound_port}"))
+            self.stdout.flush()
+
+        async def main() -> int:
+            import asyncio
+
+            loop = asyncio.get_running_loop()
+            signals = {"count": 0}
+
+            def on_signal(signum: int) -> None:
+                signals["count"] += 1
+                if signals["count"] > 1:
+                    log.error("force_stop", extra={"signal": signal.Signals(signum).name})
+                    os._exit(EXIT_FATAL)
+                node.request_stop(f"{signal.Signals(signum).name} received")
+
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(signum, on_signal, signum)
+            return await node.run()
+
+        return serve(app, sock, main)

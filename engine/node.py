@@ -1,0 +1,411 @@
+"""The node: one process running the consume loops, the seat hosts and the singleton duties
+(seed 002, "The single host", "Running the Engine + API", "Probes"; DESIGN.md, "Shape").
+
+Boot order (the listener is bound by the caller before `run()` starts):
+  recovering -- the store's migrations, the event-store writer, the broker and the queue,
+                the coordination store and its buckets;   /health 503
+  preparing  -- the company: import `--company` as a new revision when it differs from the
+                active one, apply the active revision, ensure EVERY agent seat's mailbox,
+                take the presence lease;                    /health 200 "starting"
+  serving    -- claim seats (seats role), poll the activation pointer, run the duties;
+  draining   -- SIGTERM/SIGINT: /ready 503 at once, new work refused, leases given back,
+                the queue drained, the broker stopped, the writer flushed; exit 0.
+
+Exit codes (seed 002): 0 a clean drain, 1 a connection closed for good (or a boot that
+failed), 2 a configuration refusal, 69 an embedded broker that died, 75 the watchdog.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from asgiref.sync import sync_to_async
+
+from engine import revisions, runtime
+from engine.config import Company, ConfigError, NodeConfig, parse_company
+from engine.coord.keeper import LeaseKeeper
+from engine.coord.leases import Lease, LeaseManager
+from engine.keyring import Keyring
+from engine.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
+from engine.queue import topics
+from engine.watchdog import EXIT_WATCHDOG, Watchdog
+from events.envelope import Event, new
+from events.tracing import trace_of
+from events.types.lifecycle import ConfigRevisionActivated, ConfigRevisionApplied, OrgStarted, OrgStopped
+from events.types.placement import AgentSpawned, AgentTerminated
+from seats.placement import NodeProfile, SeatPlacement
+
+log = logging.getLogger("engine.node")
+
+ROLES = ("data", "seats", "ingress", "workers")
+EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_BROKER_DIED = 0, 1, 2, 69
+
+
+@dataclass(frozen=True)
+class NodeTimings:
+    """How often the node's loops run. Settings, so tests exercise the rules quickly."""
+
+    revision_poll_seconds: float = 5.0
+    sweep_seconds: float = 5.0
+    lease_ttl_seconds: float | None = None  # None: coordination.lease_ttl_seconds
+
+
+class BootError(Exception):
+    """The boot cannot go on; the message names the address, path or field."""
+
+    def __init__(self, message: str, exit_code: int = EXIT_FATAL) -> None:
+        self.exit_code = exit_code
+        super().__init__(message)
+
+
+class Node:
+    def __init__(self, cfg: NodeConfig, *, roles: tuple[str, ...], company_path: str | None = None,
+                 env: dict | None = None, timings: NodeTimings = NodeTimings(), imported_by: str = "node") -> None:
+        self.cfg = cfg
+        self.roles = roles
+        self.company_path = company_path
+        self.env = env
+        self.timings = timings
+        self.imported_by = imported_by
+        self.node_id = cfg.node.id
+        self.state = NodeState(node_id=self.node_id, roles=roles)
+        self.keyring = Keyring.from_config(cfg.secrets)
+        self.ttl = timings.lease_ttl_seconds or cfg.coordination.lease_ttl_seconds
+        self.company: Company | None = None
+        self.generation: int | None = None
+        self.queue: Any = None
+        self.broker: Any = None
+        self.coord: Any = None
+        self.writer: Any = None
+        self.leases: LeaseManager | None = None
+        self.keeper: LeaseKeeper | None = None
+        self.placement: SeatPlacement | None = None
+        self.presence: Lease | None = None
+        self.watchdog: Watchdog | None = None
+        self._stopping = asyncio.Event()
+        self._nudge = asyncio.Event()
+        self._exit_code = EXIT_OK
+        self._stop_reason = ""
+        self._cut = False
+        self._tasks: list[asyncio.Task] = []
+        self._nudge_sub: Any = None
+
+    # -- stopping --------------------------------------------------------------------------
+    def request_stop(self, reason: str, exit_code: int = EXIT_OK, cut: bool = False) -> None:
+        """Begin the drain. The first request decides the exit code; `cut` skips waiting on work
+        that can no longer be acknowledged (a lost connection, a dead broker)."""
+        if not self._stopping.is_set():
+            self._exit_code, self._stop_reason, self._cut = exit_code, reason, cut
+            if self.state.phase == SERVING:
+                self.state.phase = DRAINING
+            log.info("node_stopping", extra={"reason": reason, "exit_code": exit_code})
+            self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    # -- the whole life --------------------------------------------------------------------
+    async def run(self) -> int:
+        runtime.set_node(self)
+        try:
+            try:
+                await self._recover()
+                self.state.phase = PREPARING
+                log.info("engine_recovered", extra={"node": self.node_id, "roles": ",".join(self.roles)})
+                await self._prepare()
+            except BootError as exc:
+                log.error("node_boot_failed", extra={"error": str(exc)})
+                self._print_fatal(str(exc))
+                self._exit_code = exc.exit_code
+                await self._teardown(boot_failed=True)
+                return self._exit_code
+            if self.stopping:  # a signal or a fatal arrived during the boot
+                await self._teardown()
+                return self._exit_code
+            self.state.phase = SERVING
+            log.info("node_serving", extra={"node": self.node_id, "seats_role": "seats" in self.roles})
+            await self._record(OrgStarted(company=self.company.name if self.company else "", revision=str(self.generation or ""),
+                                          seat_count=len(self.company.agent_seats()) if self.company else 0))
+            self._start_loops()
+            await self._stopping.wait()
+            self.state.phase = DRAINING
+            await self._teardown()
+            return self._exit_code
+        finally:
+            self.state.phase = STOPPED
+            runtime.clear_node(self)
+
+    def _print_fatal(self, message: str) -> None:
+        import sys
+
+        print(f"crewlet: {message}", file=sys.stderr)
+
+    # -- recovering ------------------------------------------------------------------------
+    async def _recover(self) -> None:
+        if "data" in self.roles:
+            await sync_to_async(_migrate, thread_sensitive=True)()
+            from events.store import EventStoreWriter
+
+            self.writer = EventStoreWriter()
+        from engine.queue.factory import open_queue
+        from engine.queue.contract import QueueError
+
+        try:
+            self.queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal)
+        except QueueError as exc:
+            raise BootError(str(exc)) from None
+        if self.writer is not None:
+            self.queue.add_publish_listener(self.writer)
+        self.state.broker_link = "up"
+        from engine.coord.factory import open_coord
+
+        if self.broker is not None:
+            url, token = self.broker.client_url, self.broker.token
+        else:
+            url, token = self.cfg.stream.url, self.cfg.stream.token
+        try:
+            self.coord = await open_coord(self.cfg, url=url, token=token)
+        except Exception as exc:
+            raise BootError(f"coordination: {exc}") from None
+        self.leases = LeaseManager(self.coord, self.node_id, self.ttl)
+        await self.leases.provision()
+
+    def _on_queue_fatal(self, exit_code: int, reason: str) -> None:
+        """The broker died (69) or the connection closed for good (1): stop, cutting the drain."""
+        log.error("engine_fatal", extra={"exit_code": exit_code, "reason": reason})
+        self._print_fatal(reason)
+        self.state.broker_link = "down"
+        self.request_stop(reason, exit_code=exit_code, cut=True)
+
+    # -- preparing -------------------------------------------------------------------------
+    async def _prepare(self) -> None:
+        if self.company_path:
+            await self._import_file(self.company_path)
+        else:
+            await self._reactivate_from_store()
+        await self.apply_pointer()
+        self.presence = await self.leases.acquire_presence(list(self.roles), list(getattr(self.cfg.node, "labels", []) or []))
+        self.state.presence_held = self.presence is not None
+        self.keeper = LeaseKeeper(self.leases, on_lost=self._on_lease_lost)
+        if self.presence is not None:
+            self.keeper.add(self.presence)
+
+    async def _import_file(self, path: str) -> None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise BootError(f"--company {path}: {exc.strerror or exc}", EXIT_CONFIG) from None
+        try:
+            company = parse_company(text, env=self.env)
+        except ConfigError as exc:
+            raise BootError(f"--company {path}: {exc}", EXIT_CONFIG) from None
+        await self.activate_document(text, company, self.imported_by, source="file")
+
+    async def _reactivate_from_store(self) -> None:
+        """Without --company: keep serving the store's active revision, re-announcing it to a
+        coordination store that has none (an in-process twin starts empty on every boot)."""
+        pointer = await revisions.read_pointer(self.coord, self.keyring)
+        row = await sync_to_async(revisions.latest_activated, thread_sensitive=True)()
+        if row is None:
+            return
+        if pointer is None or (row.digest != pointer.digest and row.activated_at.isoformat() > pointer.imported_at):
+            try:
+                company = parse_company(row.document, env=self.env)
+            except ConfigError as exc:
+                log.error("config_revision_invalid", extra={"error": str(exc)})
+                return
+            await self.activate_document(row.document, company, row.imported_by, source=row.source)
+
+    async def activate_document(self, text: str, company: Company, imported_by: str, source: str = "api") -> revisions.Activation:
+        """Make a validated document the fleet's active revision and nudge every node."""
+        previous = self.generation
+        activation = await revisions.activate(self.coord, self.keyring, text, company, imported_by)
+        await sync_to_async(revisions.store_revision, thread_sensitive=True)(text, company, imported_by, source, activation.generation)
+        if previous != activation.generation:
+            await self._record(ConfigRevisionActivated(revision=str(activation.generation), digest=activation.digest,
+                                                       previous_revision=str(previous or ""), activated_by=imported_by))
+            await self.queue.publish(topics.CONFIG_REVISION_ACTIVATED, self._event(ConfigRevisionActivated(
+                revision=str(activation.generation), digest=activation.digest, activated_by=imported_by)))
+        self._nudge.set()
+        return activation
+
+    async def apply_pointer(self) -> bool:
+        """Apply the active revision when it is newer than what this node serves; True if applied.
+
+        A revision that fails validation here (say, a ${VAR} this node's environment lacks) is
+        refused with the field path and the active one keeps serving.
+        """
+        pointer = await revisions.read_pointer(self.coord, self.keyring)
+        if pointer is None or pointer.generation == self.generation:
+            return False
+        began = time.monotonic()
+        reached = "validated"
+        try:
+            company = parse_company(pointer.document, env=self.env)
+        except ConfigError as exc:
+            log.error("config_revision_refused", extra={"generation": pointer.generation, "error": str(exc)})
+            await self._applied(pointer, False, "received", began, error=str(exc))
+            self.generation = pointer.generation  # refused once; wait for the next revision
+            return False
+        await sync_to_async(revisions.store_revision, thread_sensitive=True)(pointer.document, company, pointer.imported_by, "fleet", pointer.generation)
+        reached = "stored"
+        await self.ensure_mailboxes(company)
+        reached = "mailboxes"
+        self.company, self.generation = company, pointer.generation
+        self.state.configured, self.state.revision = True, pointer.generation
+        await self._applied(pointer, True, reached, began)
+        log.info("config_revision_applied", extra={"generation": pointer.generation, "company": company.name})
+        return True
+
+    async def _applied(self, pointer, applied: bool, reached: str, began: float, error: str = "") -> None:
+        duration = int((time.monotonic() - began) * 1000)
+        with contextlib.suppress(Exception):
+            await revisions.report_applied(self.coord, self.node_id, pointer.generation, "applied" if applied else "refused", reached, error)
+        await self._record(ConfigRevisionApplied(revision=str(pointer.generation), digest=pointer.digest, applied=applied,
+                                                 reached=reached, error=error, duration_ms=duration))
+
+    async def ensure_mailboxes(self, company: Company) -> None:
+        """Every agent seat's inbox and control mailbox, before any seat is claimed (seed 000,
+        "A seat's mailbox exists before the seat is running"): not this node's share, all."""
+        for seat in company.agent_seats():
+            await self.queue.ensure_subscription(topics.agent_inbox(seat.handle), topics.inbox_group(seat.handle))
+            await self.queue.ensure_subscription(topics.agent_control(seat.handle), topics.control_group(seat.handle))
+
+    # -- serving ---------------------------------------------------------------------------
+    def _start_loops(self) -> None:
+        self.keeper.start()
+        self._tasks.append(asyncio.create_task(self._revision_loop(), name="revision-poll"))
+        if "seats" in self.roles:
+            me = NodeProfile(self.node_id, self.roles, tuple(getattr(self.cfg.node, "labels", []) or ()))
+            self.placement = SeatPlacement(self.leases, me, self._agent_seats, self._seat_acquired, self._seat_released)
+            self._tasks.append(asyncio.create_task(self._sweep_loop(), name="seat-sweep"))
+        self.watchdog = Watchdog(self.ttl, self._on_stall)
+        self.watchdog.start()
+
+    def _agent_seats(self) -> list:
+        return self.company.agent_seats() if self.company else []
+
+    async def _revision_loop(self) -> None:
+        with contextlib.suppress(Exception):
+            self._nudge_sub = await self.queue.subscribe_stream(topics.CONFIG_REVISION_ACTIVATED, self._on_nudge)
+        while not self.stopping:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._nudge.wait(), self.timings.revision_poll_seconds)
+            self._nudge.clear()
+            if self.stopping:
+                return
+            try:
+                await self.apply_pointer()
+            except Exception:
+                log.exception("config_revision_poll_failed")
+
+    async def _on_nudge(self, event: Event) -> None:
+        self._nudge.set()
+
+    async def _sweep_loop(self) -> None:
+        while not self.stopping:
+            try:
+                await self.placement.sweep_once()
+                self.state.seats = tuple(sorted(self.placement.held))
+            except Exception:
+                log.exception("seat_sweep_failed")
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(self._stopping.wait(), self.timings.sweep_seconds)
+
+    async def _seat_acquired(self, handle: str, lease: Lease) -> None:
+        self.keeper.add(lease)
+        self.state.seats = tuple(sorted({*self.state.seats, handle}))
+        log.info("seat_acquired", extra={"seat": handle, "epoch": lease.epoch})
+        await self._record(self._seat_event(AgentSpawned, handle, lease.epoch))
+
+    async def _seat_released(self, handle: str, lease: Lease, reason: str) -> None:
+        self.keeper.discard(lease)
+        self.state.seats = tuple(h for h in self.state.seats if h != handle)
+        log.info("seat_released", extra={"seat": handle, "reason": reason})
+        await self._record(self._seat_event(AgentTerminated, handle, lease.epoch, reason))
+
+    def _seat_event(self, cls, handle: str, epoch: int, reason: str = ""):
+        seat = self.company.seat_by_handle(handle) if self.company else None
+        agent_id = str(self.company.agent_id_for(handle)) if self.company else ""
+        return cls(agent_id=agent_id, agent_handle=handle, agent_role=getattr(seat, "role", "") or "", epoch=epoch, reason=reason)
+
+    async def _on_lease_lost(self, lease: Lease) -> None:
+        if self.presence is not None and lease is self.presence:
+            self.state.presence_held = False
+            log.error("presence_lease_lost")
+            return
+        if self.placement is not None:
+            await self.placement.lost(lease)
+
+    def _on_stall(self, silent: float) -> None:
+        import os
+
+        self._print_fatal(f"the event loop stalled for {silent:.0f} s (a lease TTL); exiting so a peer can take its seats")
+        os._exit(EXIT_WATCHDOG)
+
+    # -- events ----------------------------------------------------------------------------
+    def _event(self, data) -> Event:
+        return new(data, trace_of(), source="engine")
+
+    async def _record(self, data) -> None:
+        """Publish an event about the engine on `crewlet.events.{type}`; never fails the caller."""
+        if self.queue is None:
+            return
+        event = self._event(data)
+        try:
+            await self.queue.publish(topics.event_subject(event.type), event)
+        except Exception as exc:
+            log.warning("event_publish_failed", extra={"type": event.type, "error": str(exc)})
+
+    # -- draining --------------------------------------------------------------------------
+    async def _teardown(self, boot_failed: bool = False) -> None:
+        log.info("node_draining", extra={"reason": self._stop_reason or ("boot failed" if boot_failed else ""), "cut": self._cut})
+        if self.watchdog is not None:
+            self.watchdog.stop()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        if self._nudge_sub is not None:
+            with contextlib.suppress(Exception):
+                await self._nudge_sub.close()
+        if self.keeper is not None:
+            with contextlib.suppress(Exception):
+                await self.keeper.stop()
+        if not self._cut:
+            if self.placement is not None:
+                with contextlib.suppress(Exception):
+                    await self.placement.release_all("node draining")
+            if self.presence is not None and self.leases is not None:
+                with contextlib.suppress(Exception):
+                    await self.leases.release(self.presence)
+            if not boot_failed and self.queue is not None:
+                await self._record(OrgStopped(company=self.company.name if self.company else "", reason=self._stop_reason or "stopped"))
+        if self.coord is not None:
+            with contextlib.suppress(Exception):
+                await self.coord.close()
+        if self.queue is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.queue.close(), 10)
+        if self.broker is not None:
+            with contextlib.suppress(Exception):
+                await self.broker.stop()
+        if self.writer is not None:
+            await asyncio.to_thread(self.writer.close, 10)
+        self.state.broker_link = "down"
+        log.info("node_stopped", extra={"exit_code": self._exit_code})
+
+
+def _migrate() -> None:
+    from django.core.management import call_command
+    from django.db import connection
+
+    call_command("migrate", interactive=False, verbosity=0)
+    connection.close()
