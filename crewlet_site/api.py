@@ -49,6 +49,8 @@ def _unexpected(request: HttpRequest, exc: Exception):
 
 def mount_routers() -> None:
     """Attach each app's Router; called once from urls.py."""
+    from engine.api import router as engine_router
     from events.api import router as events_router
 
     api.add_router("/events", events_router)
+    api.add_router("", engine_router)

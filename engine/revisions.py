@@ -132,11 +132,12 @@ async def activate(coord: CoordStore, keyring: Keyring, text: str, company: Comp
     raise RevisionError("the activation pointer kept changing under sixteen attempts; try again")
 
 
-async def report_applied(coord: CoordStore, node_id: str, generation: int, status: str, reached: str, error: str = "") -> None:
-    """This node's apply status, short-lived."""
+async def report_applied(coord: CoordStore, node_id: str, generation: int, status: str, reached: str, error: str = "",
+                         ttl: float = APPLIED_TTL_SECONDS) -> None:
+    """This node's apply status, short-lived (a departed node's fades after `ttl`)."""
     await coord.ensure_bucket(ACTIVATION_BUCKET)
     body = json.dumps({"node": node_id, "generation": generation, "status": status, "reached": reached, "error": error}).encode()
-    await coord.put(ACTIVATION_BUCKET, f"{APPLIED_PREFIX}{node_id}", body, ttl=APPLIED_TTL_SECONDS)
+    await coord.put(ACTIVATION_BUCKET, f"{APPLIED_PREFIX}{node_id}", body, ttl=ttl)
 
 
 async def applied_status(coord: CoordStore) -> list[dict]:

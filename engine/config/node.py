@@ -24,7 +24,7 @@ from pydantic import Field, PrivateAttr
 
 from engine.config.document import decode_document, read_file, read_yaml
 from engine.config.errors import ConfigInvalid, describe_value
-from engine.config.fields import Block, Flag, Secret, Sync, Text, choice, integer, parse_duration
+from engine.config.fields import Block, Flag, Secret, Sync, Text, choice, integer, number, parse_duration
 from engine.queue.topics import EVENT_RETENTION_HOURS_DEFAULT
 
 NODE_ID_ENV = "CREWLET_NODE_ID"
@@ -43,6 +43,10 @@ class Node(Block):
     id: Text | None = None
     max_concurrent: integer(1) = 32  # per process: N nodes is N x this (seed 002, "Replica count")
     labels: list[Text] = Field(default_factory=list)
+    # How often the node sweeps seat placement and polls the activation pointer. Settings
+    # rather than constants so the rules can be exercised at test speed.
+    sweep_seconds: number(above=0) = 5.0
+    revision_poll_seconds: number(above=0) = 5.0
     _id_source: str = PrivateAttr(default="file")
 
     @property

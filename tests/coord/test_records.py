@@ -1,10 +1,12 @@
 """The fleet's shared records on the coordination store: the completion ledger, dedupe slots,
-the activation pointer and apply status. Both backends, two simulated nodes where it matters."""
+the activation pointer (engine.revisions) and apply status. Both backends, two simulated nodes where it matters."""
 from __future__ import annotations
 
 import pytest
 
-from engine.coord.activation import Activation
+from engine import revisions
+from engine.config import parse_company
+from engine.keyring import Keyring
 from engine.coord.contract import RevisionMismatch, Unavailable
 from engine.coord.dedupe import Dedupe
 from engine.coord.ledger import LEDGER_HORIZON_SECONDS, CompletionLedger
@@ -79,56 +81,68 @@ async def test_a_claim_the_store_did_not_answer_is_unavailable_not_lost(backend)
         await dedupe.claim("webhook", "d1", ttl=600)
 
 
-async def test_the_activation_pointer_is_one_for_the_fleet_and_its_epoch_grows(backend):
-    admin = Activation(await backend.store("node-a"))
-    node = Activation(await backend.store("node-b"))
-    assert await node.get_active() is None
-    first = await admin.set_active("rev-1", "sha256:aa")
-    assert await node.get_active() == first
-    second = await admin.set_active("rev-2", "sha256:bb")
-    rollback = await admin.set_active("rev-1", "sha256:aa")
-    assert first.epoch < second.epoch < rollback.epoch  # the same revision again is news
-    assert (await node.get_active()).revision_id == "rev-1"
+def _company(name: str = "nimbus", extra_seat: str = ""):
+    text = f"""
+name: {name}
+org:
+  seats:
+    - {{handle: alice, kind: agent, role: engineer}}
+{extra_seat}"""
+    return text, parse_company(text)
 
 
-async def test_an_activation_from_a_stale_epoch_is_refused(backend):
-    admin = Activation(await backend.store())
-    first = await admin.set_active("rev-1", "d1", expected_epoch=0)
-    with pytest.raises(RevisionMismatch):
-        await admin.set_active("rev-x", "dx", expected_epoch=0)
-    second = await admin.set_active("rev-2", "d2", expected_epoch=first.epoch)
-    with pytest.raises(RevisionMismatch):
-        await admin.set_active("rev-3", "d3", expected_epoch=first.epoch)
-    assert await admin.get_active() == second
+KEYRING = Keyring.from_pairs([("k1", "k" * 40)], "k1")
+
+
+async def test_the_activation_pointer_is_one_for_the_fleet_and_its_generation_grows(backend):
+    admin, node = await backend.store("node-a"), await backend.store("node-b")
+    assert await revisions.read_pointer(node, KEYRING) is None
+    text, company = _company()
+    first = await revisions.activate(admin, KEYRING, text, company, "maya")
+    seen = await revisions.read_pointer(node, KEYRING)
+    assert (seen.generation, seen.digest, seen.document) == (1, company.digest(), text)
+    text2, company2 = _company(extra_seat="    - {handle: bob, kind: agent, role: engineer}")
+    second = await revisions.activate(admin, KEYRING, text2, company2, "maya")
+    back = await revisions.activate(admin, KEYRING, text, company, "maya")
+    assert first.generation < second.generation < back.generation  # the same document again is news
+    assert (await revisions.read_pointer(node, KEYRING)).document == text
+
+
+async def test_activating_the_active_document_again_changes_nothing(backend):
+    store = await backend.store()
+    text, company = _company()
+    first = await revisions.activate(store, KEYRING, text, company, "maya")
+    again = await revisions.activate(store, KEYRING, text, company, "maya")
+    assert again == first
+
+
+async def test_a_pointer_sealed_under_a_key_this_node_lacks_is_refused(backend):
+    store = await backend.store()
+    text, company = _company()
+    await revisions.activate(store, KEYRING, text, company, "maya")
+    stranger = Keyring.from_pairs([("k2", "z" * 40)], "k2")
+    with pytest.raises(revisions.RevisionError, match="not sealed by a key in secrets.keys"):
+        await revisions.read_pointer(store, stranger)
 
 
 async def test_every_node_reports_what_it_applied(backend):
-    a = Activation(await backend.store("node-a"))
-    b = Activation(await backend.store("node-b"))
-    pointer = await a.set_active("rev-1", "d1")
-    await a.report_applied("node-a", "rev-1", "applied", pointer.epoch)
-    await b.report_applied("node-b", "rev-0", "failed", pointer.epoch - 1)
-    status = await a.applied_status()
+    a, b = await backend.store("node-a"), await backend.store("node-b")
+    text, company = _company()
+    pointer = await revisions.activate(a, KEYRING, text, company, "maya")
+    await revisions.report_applied(a, "node-a", pointer.generation, "applied", "mailboxes")
+    await revisions.report_applied(b, "node-b", pointer.generation, "refused", "received", "org.seats.0.handle: bad")
+    status = {s["node"]: s for s in await revisions.applied_status(a)}
     assert sorted(status) == ["node-a", "node-b"]
-    assert (status["node-a"].revision_id, status["node-a"].status, status["node-a"].reached) == \
-        ("rev-1", "applied", pointer.epoch)
-    assert status["node-b"].status == "failed"
-    await b.report_applied("node-b", "rev-1", "applied", pointer.epoch)
-    assert (await a.applied_status())["node-b"].status == "applied"
-
-
-async def test_apply_status_ages_in_a_minute_by_default(backend):
-    default = Activation(await backend.store())
-    await default.provision()
-    assert default.status_age == 60
+    assert (status["node-a"]["status"], status["node-a"]["reached"]) == ("applied", "mailboxes")
+    assert status["node-b"]["error"] == "org.seats.0.handle: bad"
 
 
 async def test_a_node_that_stops_reporting_vanishes_from_apply_status(backend):
-    control = Activation(await backend.store(), status_age=backend.short_age)
-    await control.report_applied("gone-node", "rev-1", "applied", 1)
+    control = await backend.store()
+    await revisions.report_applied(control, "gone-node", 1, "applied", "mailboxes", ttl=backend.short_age)
     backend.elapse(backend.short_age)
 
     async def vanished() -> bool:
-        return "gone-node" not in await control.applied_status()
+        return "gone-node" not in {s["node"] for s in await revisions.applied_status(control)}
 
-    await eventually(vanished, what="the apply status bucket's age to clear the report")
+    await eventually(vanished, what="the apply status entry's lifetime to clear the report")

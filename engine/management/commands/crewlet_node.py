@@ -18,7 +18,7 @@ import sys
 from django.core.management.base import BaseCommand
 
 from engine import logconfig
-from engine.node import EXIT_CONFIG, EXIT_FATAL, Node
+from engine.node import EXIT_CONFIG, EXIT_FATAL, Node, NodeTimings
 from engine.roles import RoleError, parse_roles
 
 log = logging.getLogger("engine.node")
@@ -109,7 +109,9 @@ class Command(BaseCommand):
                 sock = bind(host, port)
             except ListenerError as exc:
                 return self.fail(str(exc), EXIT_FATAL)
-        node = Node(cfg, roles=roles, company_path=opts["company"], env=dict(os.environ), imported_by=f"node:{cfg.node.id}")
+        timings = NodeTimings(revision_poll_seconds=cfg.node.revision_poll_seconds, sweep_seconds=cfg.node.sweep_seconds)
+        node = Node(cfg, roles=roles, company_path=opts["company"], env=dict(os.environ), timings=timings,
+                    imported_by=f"node:{cfg.node.id}")
         app = None
         if sock is not None:
             from engine.probes import ProbeGate
