@@ -43,6 +43,8 @@ log = logging.getLogger("engine.node")
 
 ROLES = ("data", "seats", "ingress", "workers")
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_BROKER_DIED = 0, 1, 2, 69
+STEP_SECONDS = 10.0     # a drain step's bound on a healthy broker
+CUT_STEP_SECONDS = 1.0  # on a cut drain nothing can be acknowledged: give up on a step quickly
 
 
 @dataclass(frozen=True)
@@ -365,42 +367,49 @@ class Node:
 
     # -- draining --------------------------------------------------------------------------
     async def _teardown(self, boot_failed: bool = False) -> None:
+        """Give everything back, in order. Each step is bounded: on a cut drain (the broker or
+        its connection is gone) a step that would wait on the broker gives up quickly."""
         log.info("node_draining", extra={"reason": self._stop_reason or ("boot failed" if boot_failed else ""), "cut": self._cut})
+        bound = CUT_STEP_SECONDS if self._cut else STEP_SECONDS
         if self.watchdog is not None:
             self.watchdog.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
             with contextlib.suppress(BaseException):
-                await task
+                await asyncio.wait_for(task, bound)
         if self._nudge_sub is not None:
-            with contextlib.suppress(Exception):
-                await self._nudge_sub.close()
+            await _bounded(self._nudge_sub.close(), bound, "config_nudge_close")
         if self.keeper is not None:
-            with contextlib.suppress(Exception):
-                await self.keeper.stop()
+            await _bounded(self.keeper.stop(), bound, "lease_keeper_stop")
         if not self._cut:
             if self.placement is not None:
-                with contextlib.suppress(Exception):
-                    await self.placement.release_all("node draining")
+                await _bounded(self.placement.release_all("node draining"), bound, "seat_release")
             if self.presence is not None and self.leases is not None:
-                with contextlib.suppress(Exception):
-                    await self.leases.release(self.presence)
+                await _bounded(self.leases.release(self.presence), bound, "presence_release")
             if not boot_failed and self.queue is not None:
-                await self._record(OrgStopped(company=self.company.name if self.company else "", reason=self._stop_reason or "stopped"))
+                await _bounded(self._record(OrgStopped(company=self.company.name if self.company else "",
+                                                       reason=self._stop_reason or "stopped")), bound, "org_stopped")
         if self.coord is not None:
-            with contextlib.suppress(Exception):
-                await self.coord.close()
+            await _bounded(self.coord.close(), bound, "coord_close")
         if self.queue is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.queue.close(), 10)
+            await _bounded(self.queue.close(), bound, "queue_close")
         if self.broker is not None:
-            with contextlib.suppress(Exception):
-                await self.broker.stop()
+            await _bounded(self.broker.stop(), STEP_SECONDS, "broker_stop")
         if self.writer is not None:
-            await asyncio.to_thread(self.writer.close, 10)
+            await asyncio.to_thread(self.writer.close, STEP_SECONDS)
         self.state.broker_link = "down"
         log.info("node_stopped", extra={"exit_code": self._exit_code})
+
+
+async def _bounded(awaitable, seconds: float, what: str) -> None:
+    """Await a teardown step for at most `seconds`; a step that fails or overruns is logged."""
+    try:
+        await asyncio.wait_for(awaitable, seconds)
+    except asyncio.TimeoutError:
+        log.warning("drain_step_overran", extra={"step": what, "seconds": seconds})
+    except Exception as exc:
+        log.warning("drain_step_failed", extra={"step": what, "error": str(exc)})
 
 
 def _migrate() -> None:

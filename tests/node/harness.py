@@ -1,0 +1,195 @@
+"""Real node processes for tests: `python manage.py crewlet_node` with a config written to a
+temporary directory, a free port on 127.0.0.1, and helpers to read its probes and its log."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+KEY = "bm9kZS10ZXN0LWtleS1tYXRlcmlhbC0wMTIzNDU2Nzg5YWI"
+ADMIN = "node-admin-token-0123456789abcdef"
+READER = "node-read-token-0123456789abcdef"
+
+COMPANY = """
+name: nimbus
+providers:
+  llm:
+    - {name: local, kind: scripted, delay_seconds: 0.1, reply: "ok"}
+org:
+  seats:
+    - {handle: maya, kind: human, role: founder}
+    - {handle: alice, kind: agent, role: engineer, reports_to: maya}
+    - {handle: bob, kind: agent, role: engineer, reports_to: maya}
+    - {handle: carol, kind: agent, role: pm, reports_to: maya}
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def node_config(home: Path, node_id: str, port: int, *, stream: str | None = None, coordination: str = "local",
+                ttl: int = 45, sweep: float = 0.5, poll: float = 0.5) -> str:
+    stream = stream or f'{{type: embedded, store_dir: "{home / "stream"}"}}'
+    return f"""
+node: {{id: {node_id}, sweep_seconds: {sweep}, revision_poll_seconds: {poll}}}
+stream: {stream}
+store: {{path: "{home / 'company.db'}"}}
+coordination: {{type: {coordination}, lease_ttl_seconds: {ttl}}}
+secrets: {{active_key_id: k1, keys: [{{id: k1, material: "{KEY}"}}]}}
+api:
+  host: 127.0.0.1
+  port: {port}
+  external_url: "http://127.0.0.1:{port}"
+  auth:
+    admin: serve
+    tokens:
+      - {{id: founder, token: "{ADMIN}", grants: [admin]}}
+      - {{id: viewer, token: "{READER}", grants: [read]}}
+logging: {{level: debug, format: json}}
+"""
+
+
+@dataclass
+class NodeProcess:
+    home: Path
+    node_id: str = "node-1"
+    port: int = field(default_factory=free_port)
+    proc: subprocess.Popen | None = None
+    log_path: Path | None = None
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def write(self, **config) -> Path:
+        self.home.mkdir(parents=True, exist_ok=True)
+        path = self.home / "crewlet.yaml"
+        path.write_text(node_config(self.home, self.node_id, self.port, **config))
+        return path
+
+    def start(self, *args: str, company: str | None = COMPANY, env: dict | None = None, **config) -> "NodeProcess":
+        config_path = self.write(**config)
+        argv = [sys.executable, "manage.py", "crewlet_node", "--config", str(config_path), *args]
+        if company is not None:
+            company_path = self.home / "company.yaml"
+            company_path.write_text(company)
+            argv += ["--company", str(company_path)]
+        self.log_path = self.home / "node.log"
+        full_env = {k: v for k, v in os.environ.items() if k not in ("CREWLET_CONFIG", "DJANGO_SETTINGS_MODULE")}
+        full_env.update(env or {})
+        self.proc = subprocess.Popen(argv, cwd=ROOT, env=full_env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
+        return self
+
+    def get(self, path: str, token: str | None = None, timeout: float = 5.0) -> tuple[int, dict | None, dict]:
+        request = urllib.request.Request(self.base + path)
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        return self._send(request, timeout)
+
+    def put(self, path: str, body: bytes, token: str | None = ADMIN) -> tuple[int, dict | None, dict]:
+        request = urllib.request.Request(self.base + path, data=body, method="PUT")
+        request.add_header("Content-Type", "application/yaml")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        return self._send(request, 10.0)
+
+    def _send(self, request, timeout: float):
+        try:
+            with urllib.request.urlopen(request, timeout=timeout) as response:
+                return response.status, _json(response.read()), dict(response.headers)
+        except urllib.error.HTTPError as err:
+            return err.code, _json(err.read()), dict(err.headers)
+
+    def probe(self, path: str) -> tuple[int, dict | None] | None:
+        """A probe's status and body, or None while nothing answers."""
+        try:
+            status, body, _ = self.get(path, timeout=2.0)
+            return status, body
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
+            return None
+
+    def wait_ready(self, timeout: float = 60.0) -> dict:
+        def ready():
+            answer = self.probe("/ready")
+            return answer is not None and answer[0] == 200
+
+        eventually(ready, timeout, f"{self.node_id} to be ready", self)
+        return self.probe("/health")[1]
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        return self.proc.wait(timeout)
+
+    def log_lines(self) -> list[dict]:
+        out = []
+        for line in (self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else "").splitlines():
+            if line.startswith("{"):
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+        return out
+
+    def log_text(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path and self.log_path.exists() else ""
+
+    def broker_pids(self) -> list[int]:
+        """nats-server processes whose parent is this node."""
+        out = subprocess.run(["pgrep", "-P", str(self.proc.pid), "nats-server"], capture_output=True, text=True)
+        return [int(p) for p in out.stdout.split()]
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+
+def _json(raw: bytes):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return None
+
+
+def eventually(predicate, timeout: float, what: str, node: NodeProcess | None = None, interval: float = 0.05):
+    """Poll `predicate` until it holds; fail naming `what` (and the node's log tail) at the deadline."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        if node is not None and node.proc is not None and node.proc.poll() is not None:
+            raise AssertionError(f"{node.node_id} exited {node.proc.returncode} waiting for {what}:\n{node.log_text()[-4000:]}")
+        time.sleep(interval)
+    tail = node.log_text()[-4000:] if node is not None else ""
+    raise AssertionError(f"timed out waiting for {what}\n{tail}")
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+        return state != "Z"
+    except OSError:
+        return False
