@@ -116,10 +116,16 @@ class Node:
         runtime.set_node(self)
         try:
             try:
-                await self._recover()
-                self.state.phase = PREPARING
-                log.info("engine_recovered", extra={"node": self.node_id, "roles": ",".join(self.roles)})
-                await self._prepare()
+                try:
+                    await self._recover()
+                    self.state.phase = PREPARING
+                    log.info("engine_recovered", extra={"node": self.node_id, "roles": ",".join(self.roles)})
+                    await self._prepare()
+                except BootError:
+                    raise
+                except Exception as exc:  # a broker or store refusal: named, never a traceback
+                    log.debug("node_boot_error", exc_info=True)
+                    raise BootError(f"boot failed while {self.state.phase}: {exc}") from None
             except BootError as exc:
                 log.error("node_boot_failed", extra={"error": str(exc)})
                 self._print_fatal(str(exc))
@@ -148,8 +154,24 @@ class Node:
         print(f"crewlet: {message}", file=sys.stderr)
 
     # -- recovering ------------------------------------------------------------------------
+    def _check_store_path(self) -> None:
+        """The store file's directory must exist (or be creatable) and be writable: named if not."""
+        import os
+        from pathlib import Path
+
+        from django.conf import settings
+
+        path = Path(settings.DATABASES["default"]["NAME"])
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise BootError(f"store.path: {path}: cannot create its directory ({exc.strerror})") from None
+        if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+            raise BootError(f"store.path: {path}: not writable by this process")
+
     async def _recover(self) -> None:
         if "data" in self.roles:
+            self._check_store_path()
             await sync_to_async(_migrate, thread_sensitive=True)()
             from events.store import EventStoreWriter
 
@@ -275,9 +297,12 @@ class Node:
     async def ensure_mailboxes(self, company: Company) -> None:
         """Every agent seat's inbox and control mailbox, before any seat is claimed (seed 000,
         "A seat's mailbox exists before the seat is running"): not this node's share, all."""
-        for seat in company.agent_seats():
+        began = time.monotonic()
+        seats = company.agent_seats()
+        for seat in seats:
             await self.queue.ensure_subscription(topics.agent_inbox(seat.handle), topics.inbox_group(seat.handle))
             await self.queue.ensure_subscription(topics.agent_control(seat.handle), topics.control_group(seat.handle))
+        log.info("mailboxes_ensured", extra={"seats": len(seats), "duration_ms": int((time.monotonic() - began) * 1000)})
 
     # -- serving ---------------------------------------------------------------------------
     def _start_loops(self) -> None:

@@ -42,7 +42,12 @@ def bind(host: str, port: int, field: str = "api.port") -> socket.socket:
 
 def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]]) -> int:
     """Run `main()` on the reactor's asyncio loop, with Daphne serving `app` on `sock` when
-    given; return main's exit code once it and the listener are done."""
+    given; return main's exit code once it and the listener are done. Without a socket
+    (`api.port: 0`) there is nothing to serve and main runs on a plain asyncio loop."""
+    if sock is None:
+        import asyncio
+
+        return asyncio.run(main())
     import daphne.server  # installs Twisted's asyncio reactor; must come before `reactor`
     from twisted.internet import reactor
 
@@ -56,15 +61,11 @@ def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]]) -
             log.exception("node_crashed")
             outcome["code"] = 1
         finally:
-            reactor.callLater(0, reactor.stop)
-
-    if sock is None:
-        import asyncio
-
-        asyncio.set_event_loop(loop)
-        loop.call_soon(lambda: loop.create_task(runner()))
-        reactor.run(installSignalHandlers=False)
-        return outcome["code"]
+            # The reactor may not count as running yet when a boot fails at once.
+            if reactor.running:
+                reactor.stop()
+            else:
+                reactor.callWhenRunning(reactor.stop)
     server = daphne.server.Server(
         application=app,
         endpoints=["adopted"],  # replaced below: the socket is adopted, not described

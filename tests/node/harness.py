@@ -87,8 +87,7 @@ class NodeProcess:
             company_path.write_text(company)
             argv += ["--company", str(company_path)]
         self.log_path = self.home / "node.log"
-        full_env = {k: v for k, v in os.environ.items() if k not in ("CREWLET_CONFIG", "DJANGO_SETTINGS_MODULE")}
-        full_env.update(env or {})
+        full_env = {**clean_env(), **(env or {})}
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=full_env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
         return self
 
@@ -160,6 +159,11 @@ class NodeProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+
+
+def clean_env() -> dict:
+    """The environment a node process gets: the suite's own settings module and config left out."""
+    return {k: v for k, v in os.environ.items() if k not in ("CREWLET_CONFIG", "DJANGO_SETTINGS_MODULE", "CREWLET_TEST_DB")}
 
 
 def _json(raw: bytes):

@@ -56,13 +56,13 @@ def test_a_config_refusal_exits_2_naming_the_field(nodes, tmp_path):
     import subprocess
     import sys
 
-    from tests.node.harness import ROOT
+    from tests.node.harness import ROOT, clean_env
 
-    run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean_env())
     assert run.returncode == 2
     assert "secrets.keys" in run.stderr and "Traceback" not in run.stderr
     run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(node.write()), "--roles", "data,chef"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=60)
+                         cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean_env())
     assert run.returncode == 2 and "--roles: chef is not a role" in run.stderr
 
 
@@ -93,3 +93,21 @@ def test_the_watchdog_fires_when_the_loop_stalls_for_its_limit():
     asyncio.run(scenario())
     assert len(fired) == 1 and fired[0] >= 0.4
     assert EXIT_WATCHDOG == 75
+
+
+def test_a_store_path_that_cannot_be_used_fails_the_boot_naming_it(nodes, tmp_path):
+    blocker = tmp_path / "not-a-directory"
+    blocker.write_text("a file where the store's directory should be")
+    node = nodes("node-1")
+    path = node.write()
+    path.write_text(path.read_text().replace(f'store: {{path: "{node.home / "company.db"}"}}', f'store: {{path: "{blocker / "company.db"}"}}'))
+    import subprocess
+    import sys
+
+    from tests.node.harness import ROOT, clean_env
+
+    run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(path), "--api-port", "0"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert run.returncode == 1
+    assert f"store.path: {blocker / 'company.db'}" in run.stderr
+    assert "Traceback" not in run.stderr
