@@ -156,9 +156,11 @@ class WriterRun:
     the figure is the writer's rate, not the cost of refusing events)."""
 
     def __init__(self) -> None:
+        from engine.queue import topics
         from events.store import EventStoreWriter
 
         self.writer = EventStoreWriter(batch_size=BATCH)
+        self.topics = topics
         self.total = 0
 
     def round(self, events) -> float:
@@ -168,7 +170,7 @@ class WriterRun:
         for event in events:
             while writer.backlog >= writer.queue_size - 1:
                 time.sleep(0.0005)
-            writer("crewlet.events.bench", event)
+            writer(self.topics.event_subject(event.type), event)
         writer.flush()
         self.total += len(events)
         return time.perf_counter() - started
