@@ -51,6 +51,10 @@ def mount_routers() -> None:
     """Attach each app's Router; called once from urls.py."""
     from engine.api import router as engine_router
     from events.api import router as events_router
+    from notify.api import router as notify_router
+    from seats.api import router as seats_router
 
     api.add_router("/events", events_router)
     api.add_router("", engine_router)
+    api.add_router("", seats_router)
+    api.add_router("", notify_router)

@@ -10,7 +10,7 @@ django_app = get_asgi_application()
 
 from django.urls import Resolver404, resolve  # noqa: E402
 
-websocket_routes: list = []
+from dashboard.routing import websocket_urlpatterns as websocket_routes  # noqa: E402
 
 application = ProtocolTypeRouter({"http": django_app, "websocket": URLRouter(websocket_routes)})
 

@@ -1,6 +1,6 @@
 """The HTTP surface: the REST API at the root (as the seeds spell its routes), admin, docs."""
 from django.contrib import admin
-from django.urls import path
+from django.urls import include, path
 
 from crewlet_site.api import api, mount_routers
 
@@ -11,5 +11,6 @@ admin.site.site_title = "Crewlet"
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("dashboard/", include("dashboard.urls")),
     path("", api.urls),
 ]

@@ -26,6 +26,7 @@ from typing import Any
 from asgiref.sync import sync_to_async
 
 from engine import revisions, runtime
+from engine.services import build_services, call_hook
 from engine.config import Company, ConfigError, NodeConfig, parse_company
 from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import Lease, LeaseManager
@@ -95,6 +96,7 @@ class Node:
         self._cut = False
         self._tasks: list[asyncio.Task] = []
         self._nudge_sub: Any = None
+        self.services: list = []
 
     # -- stopping --------------------------------------------------------------------------
     def request_stop(self, reason: str, exit_code: int = EXIT_OK, cut: bool = False) -> None:
@@ -139,6 +141,7 @@ class Node:
             log.info("node_serving", extra={"node": self.node_id, "seats_role": "seats" in self.roles})
             await self._record(OrgStarted(company=self.company.name if self.company else "", revision=str(self.generation or ""),
                                           seat_count=len(self.company.agent_seats()) if self.company else 0))
+            await self._start_services()
             self._start_loops()
             await self._stopping.wait()
             self.state.phase = DRAINING
@@ -283,6 +286,9 @@ class Node:
         reached = "mailboxes"
         self.company, self.generation = company, pointer.generation
         self.state.configured, self.state.revision = True, pointer.generation
+        for service in self.services:
+            await call_hook(service, "on_company", company)
+        reached = "services"
         await self._applied(pointer, True, reached, began)
         log.info("config_revision_applied", extra={"generation": pointer.generation, "company": company.name})
         return True
@@ -305,6 +311,14 @@ class Node:
         log.info("mailboxes_ensured", extra={"seats": len(seats), "duration_ms": int((time.monotonic() - began) * 1000)})
 
     # -- serving ---------------------------------------------------------------------------
+    async def _start_services(self) -> None:
+        self.services = build_services(self)
+        for service in self.services:
+            if self.company is not None:
+                await call_hook(service, "on_company", self.company)
+            await service.start()
+            log.info("service_started", extra={"service": service.name})
+
     def _start_loops(self) -> None:
         self.keeper.start()
         self._tasks.append(asyncio.create_task(self._revision_loop(), name="revision-poll"))
@@ -349,9 +363,15 @@ class Node:
         self.keeper.add(lease)
         self.state.seats = tuple(sorted({*self.state.seats, handle}))
         log.info("seat_acquired", extra={"seat": handle, "epoch": lease.epoch})
+        for service in self.services:
+            await call_hook(service, "on_seat_acquired", handle, lease)
         await self._record(self._seat_event(AgentSpawned, handle, lease.epoch))
 
     async def _seat_released(self, handle: str, lease: Lease, reason: str) -> None:
+        # The seat's host lets go first (what it holds is deferred back to the mailbox), so
+        # nothing acts on the seat once the lease is given back.
+        for service in self.services:
+            await call_hook(service, "on_seat_released", handle, lease, reason)
         self.keeper.discard(lease)
         self.state.seats = tuple(h for h in self.state.seats if h != handle)
         log.info("seat_released", extra={"seat": handle, "reason": reason})
@@ -405,6 +425,16 @@ class Node:
                 await asyncio.wait_for(task, bound)
         if self._nudge_sub is not None:
             await _bounded(self._nudge_sub.close(), bound, "config_nudge_close")
+        # Services finish what they run (running turns complete unless the drain is cut: the
+        # seed gives the drain no bound of its own), then leases are given back.
+        for service in reversed(self.services):
+            if self._cut:
+                await _bounded(service.stop(True), bound, f"{service.name}_stop")
+            else:
+                try:
+                    await service.stop(False)
+                except Exception:
+                    log.exception("service_stop_failed", extra={"service": service.name})
         if self.keeper is not None:
             await _bounded(self.keeper.stop(), bound, "lease_keeper_stop")
         if not self._cut:

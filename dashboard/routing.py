@@ -1,0 +1,4 @@
+"""The dashboard's WebSocket routes (`/ws/stream`)."""
+from __future__ import annotations
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,6 @@
+"""The webhook edge: `POST /webhooks/{source}`."""
+from __future__ import annotations
+
+from ninja import Router
+
+router = Router(tags=["webhooks"])
