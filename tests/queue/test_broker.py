@@ -4,6 +4,7 @@ therefore three waits at boot", "A route port something else already holds")."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -290,3 +291,24 @@ async def test_three_members_form_a_cluster_that_serves_a_replicated_mailbox(tmp
             await q.close()
     finally:
         await asyncio.gather(*(m.stop() for m in members))
+
+
+async def test_a_route_port_taken_after_the_probe_is_refused_with_the_systems_reason(tmp_path):
+    # The port is free when probed and taken before nats-server binds it: the broker's own
+    # fatal bind error is reported as the taken port it is, the OS's words on the end.
+    port = _free_port()
+    grab = (f"{sys.executable} -c \"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',{port})); "
+            f"s.listen(); print('held', flush=True); time.sleep(30)\" & sleep 0.5; exec REAL \"$@\"")
+    b = EmbeddedBroker(store_dir=str(tmp_path / "stream"), server_name="member-1", binary=_wrapper(tmp_path, grab),
+                       cluster=ClusterSpec(name="crewlet", port=port, host="127.0.0.1",
+                                           peers=(f"nats://127.0.0.1:{_free_port()}",)))
+    try:
+        with pytest.raises(BrokerError) as err:
+            await b.start()
+        text = str(err.value)
+        assert f"stream.cluster.port {port} is already in use on 127.0.0.1" in text
+        assert "address already in use" in text
+    finally:
+        if b.pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(b.pid, signal.SIGKILL)  # the grabber shares the stand-in's process group

@@ -254,3 +254,51 @@ async def test_a_stream_takes_more_mailboxes_than_the_servers_default_cap(queue)
 
     await asyncio.gather(*(ensure(handles[k::16]) for k in range(16)))
     assert len(await queue.list_subscriptions(topics.agent_pattern())) == 1001
+
+
+def _node_config(tmp_path, stream: str, coordination: str = "local"):
+    from engine.config import parse_node_config
+
+    return parse_node_config(f"""
+node: {{id: test-node}}
+stream: {stream}
+store: {{path: "{tmp_path / 'company.db'}"}}
+coordination: {{type: {coordination}}}
+secrets: {{active_key_id: k, keys: [{{id: k, material: "dGVzdC1rZXktbWF0ZXJpYWwtMDEyMzQ1Njc4OWFiY2RlZg"}}]}}
+api: {{port: 0}}
+""")
+
+
+async def test_the_factory_starts_the_embedded_broker_and_reports_its_death_as_exit_69(tmp_path):
+    import os
+    import signal
+
+    from engine.queue.factory import EXIT_BROKER_DIED, open_queue
+
+    cfg = _node_config(tmp_path, f'{{type: embedded, store_dir: "{tmp_path / "stream"}"}}')
+    fatal: list[tuple[int, str]] = []
+    q, broker = await open_queue(cfg, node_id="test-node", on_fatal=lambda code, reason: fatal.append((code, reason)))
+    try:
+        assert broker is not None and broker.server_name == "test-node"
+        await q.ensure_subscription(INBOX, GROUP)
+        await q.publish(INBOX, probe("m1"))
+        assert await q.pending(INBOX, GROUP) == 1
+        os.kill(broker.pid, signal.SIGKILL)
+        await eventually(lambda: fatal, message="on_fatal was not called")
+        assert fatal[0][0] == EXIT_BROKER_DIED
+    finally:
+        await q.close()
+        await broker.stop()
+
+
+async def test_the_factory_dials_an_external_server_with_its_token(broker, tmp_path):
+    from engine.queue.factory import open_queue
+
+    cfg = _node_config(tmp_path, f'{{type: nats, url: "{broker.client_url}", token: "{broker.token}"}}', "embedded-kv")
+    q, none = await open_queue(cfg, node_id="node-x")
+    try:
+        assert none is None
+        stamped = await q.publish(topics.event_subject("probe"), probe("m1"))
+        assert stamped.node == "node-x"
+    finally:
+        await q.close()
