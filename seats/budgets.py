@@ -1,0 +1,286 @@
+"""Token budgets: ceilings per calendar window, per seat and per company (seed 002, "Token
+Budgets"; seed 000, "Event Types": budget_exhausted, budget_meters).
+
+Every model round is charged against both scopes -- the company's `token_budget` and the
+seat's -- in every window at once: the day, the ISO week (Monday first) and the calendar month
+it falls in on the company's clock (`company.tz`). Every scope is counted, capped or not, so a
+ceiling added part-way through a day judges what the day already spent, and GET /budgets shows
+an uncapped company's spend.
+
+- `check` asks, before a round, whether every capped window still has room (spend < ceiling):
+  a full window turns the work away before its first call, since that call would be billed
+  and then refused.
+- `charge` records a round's tokens (its size is known only once it happened) and refuses it
+  when it took any capped window past its ceiling. The refused round stays counted: the vendor
+  billed it, so the refusing window reads past its ceiling by the round that crossed it.
+- There is no reset: a window's allowance comes back when the window turns over, which is
+  simply a new counter key (the old one ages out on its TTL), so nothing has to run at midnight.
+
+The counters live in the coordination store, bucket `crewlet_budgets`, one key per scope and
+window (`company:day:2026-11-29`, `seat:alice:week:2026-W48`, `company:month:2026-11`), each a
+JSON {spend, refused_at} advanced by compare-and-set, so a ceiling of 500 k is 500 k across
+every node. The company's counters are charged before the seat's: a seat write that fails after
+the company's landed leaves the billed round on the company and is logged as
+`coord_kv_budget_spend_uncounted`. `Unavailable` from the store is never a refusal: it raises,
+and the host defers the delivery.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta, timezone
+from datetime import time as clock_time
+from typing import Any, Callable
+from zoneinfo import ZoneInfo
+
+from engine.config.company import Company, Seat, TokenBudget
+from engine.coord.contract import CoordError, CoordStore, KeyExists, RevisionMismatch
+
+log = logging.getLogger("seats.budgets")
+
+BUDGETS_BUCKET = "crewlet_budgets"
+PERIODS = ("day", "week", "month")
+# A counter outlives its window by a day, so a reader straddling the turn of a window (or a
+# node whose clock is a little behind) still finds the one it means.
+TTL_GRACE_SECONDS = 24 * 3600.0
+# Compare-and-set retries before a counter write is given up as an outage: each lost race means
+# another charge landed, so this many in a row is a store that is not settling.
+CAS_ATTEMPTS = 64
+
+
+@dataclass(frozen=True)
+class Window:
+    """One calendar window on the company's clock: its label and when it turns over (UTC)."""
+
+    period: str
+    label: str
+    starts_at: datetime
+    resets_at: datetime
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A capped window with no room: the scope (`company` or `seat`, with the seat's `handle`),
+    the window (`period`, `window` label, `resets_at` in UTC) and its figures."""
+
+    scope: str
+    period: str
+    window: str
+    spend: int
+    ceiling: int
+    resets_at: datetime
+    handle: str = ""
+
+    def as_fields(self) -> dict[str, Any]:
+        """The budget_exhausted event's fields."""
+        return {"scope": self.scope, "period": self.period, "window": self.window,
+                "resets_at": self.resets_at, "spend": self.spend, "ceiling": self.ceiling}
+
+
+def next_reset(refusal: Refusal) -> datetime:
+    """When the refusing window turns over and its allowance comes back (UTC)."""
+    return refusal.resets_at
+
+
+def window_for(period: str, now: float, tz: ZoneInfo) -> Window:
+    """The `period` window holding instant `now` (seconds since the epoch) on clock `tz`."""
+    today = datetime.fromtimestamp(now, tz).date()
+    if period == "day":
+        start, end, label = today, today + timedelta(days=1), today.isoformat()
+    elif period == "week":
+        start = today - timedelta(days=today.weekday())
+        iso = today.isocalendar()
+        end, label = start + timedelta(days=7), f"{iso.year}-W{iso.week:02d}"
+    elif period == "month":
+        start = today.replace(day=1)
+        end = date(start.year + (start.month == 12), start.month % 12 + 1, 1)
+        label = f"{start.year}-{start.month:02d}"
+    else:
+        raise ValueError(f"budget period {period!r} is not one of {PERIODS}")
+    return Window(period, label, _midnight(start, tz), _midnight(end, tz))
+
+
+def _midnight(day: date, tz: ZoneInfo) -> datetime:
+    return datetime.combine(day, clock_time(0), tzinfo=tz).astimezone(timezone.utc)
+
+
+def counter_key(scope: str, period: str, label: str, handle: str = "") -> str:
+    """`company:day:2026-11-29` or `seat:alice:week:2026-W48`."""
+    return f"{scope}:{handle}:{period}:{label}" if scope == "seat" else f"{scope}:{period}:{label}"
+
+
+@dataclass
+class _Counter:
+    spend: int = 0
+    refused_at: float | None = None
+
+    def encode(self) -> bytes:
+        return json.dumps({"spend": self.spend, "refused_at": self.refused_at}).encode()
+
+    @classmethod
+    def decode(cls, key: str, raw: bytes) -> "_Counter":
+        try:
+            doc = json.loads(raw)
+            return cls(spend=int(doc.get("spend") or 0), refused_at=doc.get("refused_at"))
+        except (ValueError, TypeError, AttributeError):
+            log.warning("budget_counter_unreadable", extra={"key": key})
+            return cls()
+
+
+@dataclass(frozen=True)
+class _Scope:
+    name: str  # company | seat
+    handle: str
+    budget: TokenBudget
+
+
+class Budgets:
+    """The fleet's token counters over a coordination store; `clock` is seconds since the epoch."""
+
+    def __init__(self, coord: CoordStore, *, clock: Callable[[], float] = time.time) -> None:
+        self.coord = coord
+        self.clock = clock
+        self._provisioned = False
+
+    async def provision(self) -> None:
+        """Create the bucket if missing (values age out on their own TTL, not the bucket's)."""
+        await self.coord.ensure_bucket(BUDGETS_BUCKET)
+        self._provisioned = True
+
+    async def check(self, company: Company, seat: Seat | None) -> Refusal | None:
+        """Is there room before a round? None, or the refusal of a capped window already full
+        (where several are, the one that turns over last: waiting for it frees them all)."""
+        await self._ready()
+        now = self.clock()
+        refusals: list[Refusal] = []
+        for scope in _scopes(company, seat):
+            for period, ceiling in scope.budget.windows().items():
+                window = window_for(period, now, company.tz)
+                key = counter_key(scope.name, period, window.label, scope.handle)
+                entry = await self.coord.get(BUDGETS_BUCKET, key)
+                spend = _Counter.decode(key, entry.value).spend if entry else 0
+                if spend >= ceiling:
+                    refusals.append(_refusal(scope, window, spend, ceiling))
+        if refusals:
+            await self._mark_refused(refusals, now, company.tz)
+        return _pick(refusals)
+
+    async def charge(self, company: Company, seat: Seat | None, tokens: int) -> Refusal | None:
+        """Record one round's `tokens` on every window of both scopes. None when every capped
+        window had room for it; else the Refusal (the round stays counted)."""
+        await self._ready()
+        now = self.clock()
+        refusals: list[Refusal] = []
+        for scope in _scopes(company, seat):
+            ceilings = scope.budget.windows()
+            for period in PERIODS:
+                window = window_for(period, now, company.tz)
+                ceiling = ceilings.get(period)
+                try:
+                    spend = await self._add(scope, window, max(0, int(tokens)), ceiling, now)
+                except CoordError:  # Unavailable included: an outage, never a refusal
+                    if scope.name == "seat":
+                        log.warning("coord_kv_budget_spend_uncounted",
+                                    extra={"agent": scope.handle, "period": period, "window": window.label,
+                                           "tokens": tokens})
+                    raise
+                if ceiling is not None and spend > ceiling:
+                    refusals.append(_refusal(scope, window, spend, ceiling))
+        return _pick(refusals)
+
+    async def snapshot(self, company: Company) -> dict[str, Any]:
+        """Every scope's windows for GET /budgets: {"company": {period: {...}}, "seats": {handle:
+        {period: {...}}}}, each window with its label, spend, ceiling (None when uncapped),
+        state (uncapped, open, refusing), resets_at and refused_at (ISO 8601, UTC)."""
+        await self._ready()
+        now = self.clock()
+        out: dict[str, Any] = {"company": await self._scope_snapshot(_Scope("company", "", company.token_budget),
+                                                                     now, company.tz), "seats": {}}
+        for seat in company.agent_seats():
+            out["seats"][seat.handle] = await self._scope_snapshot(_Scope("seat", seat.handle, seat.token_budget),
+                                                                   now, company.tz)
+        return out
+
+    # -- inside -------------------------------------------------------------------------------
+
+    async def _ready(self) -> None:
+        if not self._provisioned:
+            await self.provision()
+
+    async def _add(self, scope: _Scope, window: Window, tokens: int, ceiling: int | None, now: float) -> int:
+        """Compare-and-set `tokens` onto one counter; the spend after it. A window this charge took
+        past its ceiling records when it refused; one that admitted it clears that."""
+        key = counter_key(scope.name, window.period, window.label, scope.handle)
+        ttl = max(1.0, window.resets_at.timestamp() - now + TTL_GRACE_SECONDS)
+        for _ in range(CAS_ATTEMPTS):
+            entry = await self.coord.get(BUDGETS_BUCKET, key)
+            counter = _Counter.decode(key, entry.value) if entry else _Counter()
+            counter.spend += tokens
+            counter.refused_at = now if ceiling is not None and counter.spend > ceiling else None
+            try:
+                if entry is None:
+                    await self.coord.create(BUDGETS_BUCKET, key, counter.encode(), ttl=ttl)
+                else:
+                    await self.coord.update(BUDGETS_BUCKET, key, counter.encode(), entry.revision, ttl=ttl)
+                return counter.spend
+            except (KeyExists, RevisionMismatch):
+                continue  # another charge landed first: read it and add ours on top
+        raise CoordError(f"budget counter {key}: {CAS_ATTEMPTS} compare-and-set attempts in a row lost the race")
+
+    async def _mark_refused(self, refusals: list[Refusal], now: float, tz: ZoneInfo) -> None:
+        """Record when the gate turned work away, on the scope a charge would be refused by (the
+        company's before the seat's). Best effort: a lost race means a charge just rewrote it."""
+        scope = refusals[0].scope
+        for refusal in (r for r in refusals if r.scope == scope):
+            key = counter_key(refusal.scope, refusal.period, refusal.window, refusal.handle)
+            entry = await self.coord.get(BUDGETS_BUCKET, key)
+            if entry is None:
+                continue
+            counter = _Counter.decode(key, entry.value)
+            counter.refused_at = now
+            ttl = max(1.0, refusal.resets_at.timestamp() - now + TTL_GRACE_SECONDS)
+            try:
+                await self.coord.update(BUDGETS_BUCKET, key, counter.encode(), entry.revision, ttl=ttl)
+            except RevisionMismatch:
+                pass
+
+    async def _scope_snapshot(self, scope: _Scope, now: float, tz: ZoneInfo) -> dict[str, Any]:
+        ceilings = scope.budget.windows()
+        out: dict[str, Any] = {}
+        for period in PERIODS:
+            window = window_for(period, now, tz)
+            key = counter_key(scope.name, period, window.label, scope.handle)
+            entry = await self.coord.get(BUDGETS_BUCKET, key)
+            counter = _Counter.decode(key, entry.value) if entry else _Counter()
+            ceiling = ceilings.get(period)
+            state = "uncapped" if ceiling is None else ("refusing" if counter.spend >= ceiling else "open")
+            out[period] = {
+                "window": window.label, "spend": counter.spend, "ceiling": ceiling, "state": state,
+                "resets_at": window.resets_at.isoformat(),
+                "refused_at": (datetime.fromtimestamp(counter.refused_at, timezone.utc).isoformat()
+                               if counter.refused_at is not None else None),
+            }
+        return out
+
+
+def _scopes(company: Company, seat: Seat | None) -> list[_Scope]:
+    """The scopes a round is charged to, the company's first."""
+    scopes = [_Scope("company", "", company.token_budget)]
+    if seat is not None:
+        scopes.append(_Scope("seat", seat.handle, seat.token_budget))
+    return scopes
+
+
+def _refusal(scope: _Scope, window: Window, spend: int, ceiling: int) -> Refusal:
+    return Refusal(scope=scope.name, period=window.period, window=window.label, spend=spend,
+                   ceiling=ceiling, resets_at=window.resets_at, handle=scope.handle)
+
+
+def _pick(refusals: list[Refusal]) -> Refusal | None:
+    """The refusal to act on: the window that turns over last (until then something still
+    refuses), the company's before the seat's on a tie."""
+    if not refusals:
+        return None
+    return max(refusals, key=lambda r: (r.resets_at, r.scope == "company"))

@@ -1,0 +1,247 @@
+"""The turn engine (seed 000, "Event Types" and "Distributed Tracing"; seed 002, "Token
+Budgets"): what a turn publishes, under which trace, and how each way of ending reads."""
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from engine.coord.local import LocalCoord
+from events import tracing
+from events.envelope import Event, new
+from events.types.notification import ExternalNotification
+from events.types.task import TaskAssigned
+from seats.budgets import Budgets, Refusal
+from seats.providers import ChainEmpty
+from seats.turn import TurnEngine, TurnRequest, user_text
+from tests.seats.test_providers import (
+    Reply,
+    chat_body,
+    company_of,
+    endpoint,  # noqa: F401  (the fixture)
+    openai_entry,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+SCRIPTED = {"name": "demo", "kind": "scripted", "reply": "{seat} ({role}) is on {trigger_summary}"}
+TURN_EVENTS = ("agent_turn_started", "agent_phase_completed", "agent_turn_completed")
+
+
+class Published:
+    """The engine's publish: every event, in order."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+
+    async def __call__(self, event: Event) -> None:
+        self.events.append(event)
+
+    @property
+    def types(self) -> list[str]:
+        return [e.type for e in self.events]
+
+    def one(self, event_type: str) -> Event:
+        [event] = [e for e in self.events if e.type == event_type]
+        return event
+
+
+def slack_message(**fields) -> Event:
+    """A trigger as the webhook edge publishes it: inside its own span, so it has a trace."""
+    data = ExternalNotification(agent_handle="alice", event_kind="message", sender="maya", subject="#eng",
+                                body="Can you look at the flaky deploy?", conversation_identity="slack:C1:171.2",
+                                **fields)
+    with tracing.span("webhook.receive"):
+        return new(data, tracing.trace_of(), source="slack", payload={"partition_key": "slack:C1"})
+
+
+def request_for(company, trigger: Event, **kw) -> TurnRequest:
+    return TurnRequest(seat=company.seat_by_handle("alice"), company=company, trigger=trigger,
+                       constituents=[trigger], turn_id=str(uuid.uuid4()), **kw)
+
+
+async def test_a_turn_publishes_started_phase_and_completed_under_the_triggers_trace():
+    company, published = company_of([SCRIPTED]), Published()
+    trigger = slack_message()
+    request = request_for(company, trigger)
+    result = await TurnEngine(node_id="node-a", publish=published).run(request)
+
+    assert published.types == list(TURN_EVENTS)
+    started, phase, completed = published.events
+    for event in published.events:
+        assert event.trace_id == trigger.trace_id                 # one trace, the trigger's
+        assert event.parent_span_id == trigger.span_id            # the turn's span is the trigger span's child
+        assert event.span_id == started.span_id != trigger.span_id  # ...and emitted them all
+        assert (event.get("agent_id"), event.get("agent_handle"), event.get("agent_role")) == \
+            (str(company.agent_id_for("alice")), "alice", "engineer")
+        assert (event.get("turn_id"), event.get("conversation_key")) == (request.turn_id, "slack:C1:171.2")
+    assert (started.get("trigger_id"), started.get("trigger_type"), started.get("trigger_ids")) == \
+        (str(trigger.id), "external_notification", [str(trigger.id)])
+
+    assert phase.get("system_prompt").splitlines()[:3] == [
+        "You are alice, Staff Engineer, at acme.", "Your role: engineer.", "You report to maya."]
+    user = phase.get("user_prompt")
+    assert user.startswith(trigger.summary()) and "From: maya" in user and "Subject: #eng" in user
+    assert user.endswith("Can you look at the flaky deploy?")
+    response = f"alice (engineer) is on {trigger.summary()}"
+    assert phase.get("response") == response and phase.get("provider_key") == "demo"
+    [round_] = phase.get("rounds")
+    assert (round_["round"], round_["provider_key"], round_["stop_reason"], round_["model"]) == (1, "demo", "end", "scripted")
+    assert round_["tokens_out"] == -(-len(response) // 4) and round_["tokens_in"] > 0
+
+    assert (completed.get("outcome"), completed.get("failed"), completed.get("stopped")) == ("completed", False, False)
+    assert (completed.get("tokens_in"), completed.get("tokens_out")) == (round_["tokens_in"], round_["tokens_out"])
+    assert (result.outcome, result.rounds, result.response, result.turn_id) == ("completed", 1, response, request.turn_id)
+    assert (result.tokens_in, result.tokens_out) == (round_["tokens_in"], round_["tokens_out"])
+    assert result.duration_ms == completed.get("duration_ms") >= 0
+
+
+async def test_a_provider_fallback_is_addressed_to_its_provider_calls_span_inside_the_turn(endpoint):
+    endpoint.script = [Reply(401, {"error": {"message": "bad key"}})]
+    company, published = company_of([openai_entry(endpoint.base_url), SCRIPTED]), Published()
+    trigger = slack_message()
+    result = await TurnEngine(node_id="node-a", publish=published).run(request_for(company, trigger))
+    assert result.outcome == "completed"
+    assert published.types == ["agent_turn_started", "provider_fallback", "agent_phase_completed", "agent_turn_completed"]
+    started, fallback = published.events[:2]
+    assert (fallback.get("from_provider_key"), fallback.get("to_provider_key"), fallback.get("error_kind")) == \
+        ("main", "demo", "auth")
+    assert fallback.trace_id == trigger.trace_id
+    assert fallback.parent_span_id == started.span_id  # llm.round is a child of agent.turn
+    assert published.one("agent_phase_completed").get("provider_key") == "demo"
+
+
+async def test_an_exhausted_chain_ends_the_turn_llm_unavailable_as_an_outcome_not_an_exception(endpoint):
+    endpoint.script = [Reply(500, {})]
+    company = company_of([openai_entry(endpoint.base_url, max_retries=0)])
+    published = Published()
+    result = await TurnEngine(node_id="node-a", publish=published).run(request_for(company, slack_message()))
+    assert published.types == ["agent_turn_started", "provider_fallback", "llm_unavailable",
+                               "agent_phase_completed", "agent_turn_completed"]
+    assert published.one("provider_fallback").get("to_provider_key") == ""
+    phase, completed = published.events[-2:]
+    assert (phase.get("failed"), phase.get("error_kind"), phase.get("rounds")) == (True, "server", [])
+    assert (completed.get("outcome"), completed.get("failed"), completed.get("error_kind")) == ("llm_unavailable", True, "server")
+    assert (result.outcome, result.rounds, result.error_kind) == ("llm_unavailable", 0, "server")
+
+
+async def test_a_person_stopping_the_turn_ends_it_before_its_next_round():
+    # a reply cut at max_tokens earns a continuation round; the stop lands before it
+    company = company_of([{"name": "demo", "kind": "scripted", "reply": "word " * 40}])
+    asked = []
+
+    def stop_requested():
+        asked.append(True)
+        return {"stopped_by": "maya@acme", "stopped_by_seat": "maya", "reason": "wrong repo"} if len(asked) > 1 else False
+
+    published = Published()
+    engine = TurnEngine(node_id="node-a", publish=published, max_tokens=10)
+    result = await engine.run(request_for(company, slack_message(), stop_requested=stop_requested))
+    assert published.types == ["agent_turn_started", "agent_turn_stopped", "agent_phase_completed", "agent_turn_completed"]
+    stopped = published.one("agent_turn_stopped")
+    assert (stopped.get("stopped_by"), stopped.get("stopped_by_seat"), stopped.get("reason")) == ("maya@acme", "maya", "wrong repo")
+    phase, completed = published.events[-2:]
+    assert (len(phase.get("rounds")), phase.get("stop_reason")) == (1, "paused")
+    assert (completed.get("outcome"), completed.get("stopped"), completed.get("failed")) == ("stopped", True, False)
+    assert (result.outcome, result.rounds, result.tokens_out) == ("stopped", 1, 10)
+
+
+async def test_a_stop_before_the_first_round_calls_no_provider(endpoint):
+    company, published = company_of([openai_entry(endpoint.base_url)]), Published()
+    result = await TurnEngine(node_id="node-a", publish=published).run(
+        request_for(company, slack_message(), stop_requested=lambda: True))
+    assert (result.outcome, result.rounds) == ("stopped", 0)
+    assert endpoint.requests == []
+    assert published.one("agent_turn_stopped").get("stopped_by") == ""
+
+
+async def test_a_reply_cut_at_max_tokens_continues_in_the_next_round():
+    company, published = company_of([{"name": "demo", "kind": "scripted", "reply": "x" * 30}]), Published()
+    result = await TurnEngine(node_id="node-a", publish=published, max_tokens=4, max_rounds=3).run(
+        request_for(company, slack_message()))
+    rounds = published.one("agent_phase_completed").get("rounds")
+    assert [(r["round"], r["stop_reason"]) for r in rounds] == [(1, "max_tokens"), (2, "max_tokens"), (3, "max_tokens")]
+    assert (result.outcome, result.rounds, result.response) == ("completed", 3, "x" * 48)
+
+
+async def test_a_charge_the_budget_refuses_ends_the_turn_with_budget_exhausted():
+    company = company_of([{"name": "demo", "kind": "scripted", "reply": "word " * 40}], token_budget={"day": 15})
+    budgets, published = Budgets(LocalCoord()), Published()
+    engine = TurnEngine(node_id="node-a", publish=published, budgets=budgets, max_tokens=10)
+    result = await engine.run(request_for(company, slack_message()))
+    assert published.types == ["agent_turn_started", "budget_exhausted", "agent_phase_completed", "agent_turn_completed"]
+    exhausted = published.one("budget_exhausted")
+    assert isinstance(result.refusal, Refusal)
+    assert (exhausted.get("scope"), exhausted.get("period"), exhausted.get("ceiling")) == ("company", "day", 15)
+    assert exhausted.get("spend") == result.refusal.spend == result.tokens_in + result.tokens_out > 15
+    assert exhausted.get("resets_at") == result.refusal.resets_at
+    completed = published.one("agent_turn_completed")
+    assert (completed.get("outcome"), completed.get("failed"), completed.get("error_kind")) == \
+        ("budget_exhausted", True, "budget_exhausted")
+    assert (result.outcome, result.rounds) == ("budget_exhausted", 1)  # the refused round is not followed by another
+
+
+async def test_a_window_already_full_turns_the_round_away_before_its_call(endpoint):
+    company = company_of([openai_entry(endpoint.base_url)], token_budget={"week": 100})
+    budgets, published = Budgets(LocalCoord()), Published()
+    await budgets.charge(company, company.seat_by_handle("bob"), 100)
+    result = await TurnEngine(node_id="node-a", publish=published, budgets=budgets).run(
+        request_for(company, slack_message()))
+    assert (result.outcome, result.rounds, result.refusal.period) == ("budget_exhausted", 0, "week")
+    assert endpoint.requests == []
+
+
+async def test_a_turn_charges_every_round_to_the_seat_and_the_company(endpoint):
+    endpoint.script = [Reply(body=chat_body("Done.", prompt_tokens=40, completion_tokens=2))]
+    company = company_of([openai_entry(endpoint.base_url)])
+    budgets = Budgets(LocalCoord())
+    await TurnEngine(node_id="node-a", publish=Published(), budgets=budgets).run(request_for(company, slack_message()))
+    shown = await budgets.snapshot(company)
+    assert shown["company"]["day"]["spend"] == shown["seats"]["alice"]["month"]["spend"] == 42
+
+
+async def test_a_merged_trigger_is_worked_from_its_digest_under_its_partition_key():
+    company, published = company_of([SCRIPTED]), Published()
+    with tracing.span("coalesce"):
+        merged = new(ExternalNotification(agent_handle="alice", body="maya: deploy is red\nbob: and staging"),
+                     tracing.trace_of(), source="slack", payload={"partition_key": "slack:C1"})
+    parts = [slack_message(), slack_message()]
+    request = TurnRequest(seat=company.seat_by_handle("alice"), company=company, trigger=merged,
+                          constituents=parts, turn_id=str(uuid.uuid4()))
+    await TurnEngine(node_id="node-a", publish=published).run(request)
+    started = published.one("agent_turn_started")
+    assert started.get("conversation_key") == "slack:C1"
+    assert started.get("trigger_ids") == [str(e.id) for e in parts]
+    assert published.one("agent_phase_completed").get("user_prompt").endswith("maya: deploy is red\nbob: and staging")
+
+
+def test_a_task_assigned_trigger_puts_its_task_in_the_prompt():
+    task = new(TaskAssigned(agent_handle="alice", task="Rotate the staging keys", assigned_by="maya"), tracing.trace_of())
+    assert user_text(task) == f"{task.summary()}\nTask: Rotate the staging keys"
+
+
+async def test_a_turn_inherits_its_triggers_delegation_depth_and_chain():
+    company, published = company_of([SCRIPTED]), Published()
+    trigger = slack_message().replace(delegation_depth=2, delegation_chain=("bob", "carol"), parent_turn_id="t-0")
+    await TurnEngine(node_id="node-a", publish=published).run(request_for(company, trigger))
+    for event in published.events:
+        assert (event.delegation_depth, event.delegation_chain, event.parent_turn_id) == (2, ("bob", "carol"), "t-0")
+
+
+async def test_a_company_with_no_provider_runs_no_turn():
+    company, published = company_of([]), Published()
+    with pytest.raises(ChainEmpty):
+        await TurnEngine(node_id="node-a", publish=published).run(request_for(company, slack_message()))
+    assert published.events == []
+
+
+async def test_an_exception_in_the_turns_own_code_propagates():
+    company, published = company_of([SCRIPTED]), Published()
+
+    def broken():
+        raise RuntimeError("pause store gone")
+
+    with pytest.raises(RuntimeError, match="pause store gone"):
+        await TurnEngine(node_id="node-a", publish=published).run(
+            request_for(company, slack_message(), stop_requested=broken))
+    assert published.types == ["agent_turn_started"]
