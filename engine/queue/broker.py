@@ -148,16 +148,22 @@ def render_config(
 
 
 def _parent_death_signal(parent_pid: int) -> Callable[[], None]:
-    """preexec_fn: the child gets SIGTERM when the thread that forked it dies (Linux), and
-    kills itself if the parent is already gone by the time the signal is armed."""
+    """preexec_fn: the child gets SIGTERM (an orderly shutdown, its store flushed) when the
+    thread that forked it dies -- the event loop's thread, which is the node's lifetime -- and
+    kills itself if the parent is already gone by the time the signal is armed (Linux).
+
+    prctl is looked up here, in the parent: between fork and exec the child only calls it."""
+    prctl = None
+    if sys.platform.startswith("linux"):
+        with contextlib.suppress(Exception):
+            prctl = ctypes.CDLL(None, use_errno=True).prctl
+    term, kill = int(signal.SIGTERM), int(signal.SIGKILL)
 
     def arm() -> None:
-        if sys.platform.startswith("linux"):
-            with contextlib.suppress(Exception):
-                libc = ctypes.CDLL(None, use_errno=True)
-                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, term, 0, 0, 0)
         if os.getppid() != parent_pid:
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), kill)
 
     return arm
 
