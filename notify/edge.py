@@ -1,0 +1,177 @@
+"""The webhook edge, `POST /webhooks/{source}` (seed 000, "Routing", "Distributed Tracing": "The
+webhook edge opens a span, so a delivery is the root of the trace everything it causes hangs
+under. An inbound W3C traceparent is honoured"; "Event Types": inbound_delivery and raw_webhook;
+seed 002, "Exposing webhooks without the admin API").
+
+The edge checks and hands over; it parses nothing beyond what it must to name the delivery.
+Parsing and routing happen behind the queue, in `notify.service`, so the answer is quick:
+
+  unknown source            404, a hint listing the sources
+  source not connected      404 "not connected" (no integrations block in the active revision)
+  body over 8 MiB           413
+  signature wrong/missing   401 naming the header (constant-time comparisons, in the source)
+  body unreadable           400, and a notification_skipped "its payload cannot be read"
+  Slack's url_verification  200 with the challenge
+  a vendor's retry          200 "duplicate" (the fleet's dedupe slot, then the broker's window)
+  otherwise                 202: raw_webhook on crewlet.notifications.inbound (deduplicated on
+                            the provider's delivery id), then inbound_delivery on the record
+  a draining node           503 + Retry-After (the probe gate answers first; this is the backstop)
+  api.public set, api.port  404 no_route, a hint naming api.public
+
+Nothing is partially processed: the delivery is either on the work queue (202) or refused and
+its dedupe slot given back, so the vendor's retry is taken.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+from weakref import WeakKeyDictionary
+
+from engine.coord.contract import CoordError
+from engine.coord.dedupe import DEDUPE_BUCKET, Dedupe
+from engine.probes import RETRY_AFTER_SECONDS
+from engine.queue import topics
+from events.envelope import new
+from events.tracing import TraceContext, parse_traceparent, span
+from events.types.wakes import RawWebhook
+from events.types.webhook import InboundDelivery, delivery_label
+from notify import skips
+from notify.credentials import credentials_for
+from notify.sources import SOURCES, source_named
+from notify.sources.base import MAX_BODY_BYTES, PayloadError, SignatureError, body_digest, header
+
+log = logging.getLogger("notify.edge")
+
+DEDUPE_NAMESPACE = "webhook"
+# A day: every vendor's automatic retries (Slack's three, Jira's five with backoff) land inside
+# it; a delivery an operator re-sends by hand a day later is treated as new.
+DEDUPE_TTL_SECONDS = 24 * 3600
+ROUTE = "/webhooks/{source}"
+
+
+@dataclass(frozen=True)
+class Answer:
+    """What the edge says back: a status, a JSON body and extra headers."""
+
+    status: int
+    body: dict
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def refuse(status: int, detail: str, **more: Any) -> Answer:
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else {}
+    return Answer(status, {"detail": detail, **more}, headers)
+
+
+def sources_hint() -> str:
+    return f"POST /webhooks/<source>, where <source> is one of: {', '.join(sorted(SOURCES))}"
+
+
+def public_port(node: Any) -> int | None:
+    public = getattr(getattr(getattr(node, "cfg", None), "api", None), "public", None)
+    return getattr(public, "port", None) if public is not None else None
+
+
+_dedupes: "WeakKeyDictionary[Any, Dedupe]" = WeakKeyDictionary()
+
+
+def _dedupe(node: Any) -> Dedupe:
+    """The node's dedupe slots, one per coordination store (its bucket is provisioned once)."""
+    found = _dedupes.get(node.coord)
+    if found is None:
+        found = _dedupes[node.coord] = Dedupe(node.coord, node_id=node.node_id)
+    return found
+
+
+async def receive(node: Any, name: str, headers: Mapping[str, str], body: bytes | None, *,
+                  content_length: int | None = None, listener_port: int | None = None) -> Answer:
+    """Take one delivery; see the module docstring for every answer. `body` None means the
+    caller did not read it because `content_length` is already over the limit."""
+    port = public_port(node)
+    if port is not None and listener_port is not None and listener_port != port:
+        return refuse(404, f"no_route: /webhooks/{name} is not served on api.port",
+                      hint=f"webhooks are served on the public listener only: api.public (port {port})")
+    source = source_named(name)
+    if source is None:
+        return refuse(404, f"not found: no webhook source {name!r}", hint=sources_hint())
+    if node.stopping:
+        return refuse(503, "draining: this node takes no new deliveries; retry")
+    creds = credentials_for(node.keyring, node.company)
+    if creds is None or not creds.connected(name):
+        return refuse(404, f"not connected: the company configures no integrations.{name} block",
+                      hint=f"add integrations.{name} with its {source.secret_field} to company.yaml")
+    if body is None or (content_length or 0) > MAX_BODY_BYTES or len(body) > MAX_BODY_BYTES:
+        return refuse(413, f"body: a webhook delivery is at most {MAX_BODY_BYTES} bytes (8 MiB)")
+    parent = parse_traceparent(header(headers, "traceparent"))
+    with span("webhook.receive", parent=parent, **{"webhook.source": name}) as trace:
+        try:
+            source.verify(creds.secret(name), headers, body, time.time())
+        except SignatureError as exc:
+            log.info("webhook_refused", extra={"source": name, "header": exc.header, "why": exc.detail})
+            return refuse(401, exc.detail, header=exc.header)
+        return await _accept(node, source, headers, body, trace)
+
+
+async def _accept(node: Any, source: Any, headers: Mapping[str, str], body: bytes, trace: TraceContext) -> Answer:
+    name = source.name
+    try:
+        payload = source.decode(headers, body)
+    except PayloadError as exc:
+        skip = skips.skip_event(skips.PAYLOAD_UNREADABLE, exc.detail, trace, source=name, about=body_digest(body),
+                                event_kind="unknown")
+        await _record(node, skip)
+        return refuse(400, exc.detail)
+    challenge = source.challenge(payload)
+    if challenge is not None:
+        return Answer(200, challenge)
+    delivery_id = source.delivery_id(headers, payload, body)
+    event_kind = source.event_kind(headers, payload)
+    claimed = await _claim(node, f"{name}:{delivery_id}")
+    if not claimed:
+        log.info("webhook_duplicate", extra={"source": name, "delivery_id": delivery_id})
+        return Answer(200, {"status": "duplicate", "delivery_id": delivery_id})
+    kept = source.headers_kept(headers)
+    text = body.decode("utf-8", errors="replace")
+    content_type = header(headers, "Content-Type")
+    route = ROUTE.format(source=name)
+    raw = new(RawWebhook(integration=name, route=route, event_kind=event_kind, delivery_id=delivery_id,
+                         content_type=content_type, headers=kept, raw_body=text), trace, source=name)
+    try:
+        await node.queue.publish(topics.NOTIFICATIONS_INBOUND, raw, dedupe_id=f"{name}:{delivery_id}")
+    except Exception as exc:
+        log.warning("webhook_publish_failed", extra={"source": name, "delivery_id": delivery_id, "error": str(exc)})
+        await _unclaim(node, f"{name}:{delivery_id}")
+        return refuse(503, "the event stream did not take the delivery; retry")
+    record = new(InboundDelivery(label=delivery_label("webhook", event_kind), transport="webhook", integration=name,
+                                 event_kind=event_kind, delivery_id=delivery_id, route=route, content_type=content_type,
+                                 headers=kept, raw_body=text), trace, source=name)
+    await _record(node, record)
+    return Answer(202, {"status": "accepted", "delivery_id": delivery_id, "trace_id": trace.trace_id},
+                  {"traceparent": trace.traceparent()})
+
+
+async def _claim(node: Any, key: str) -> bool:
+    """The fleet's first claim of a delivery id wins; a store that does not answer leaves the
+    broker's own window (two minutes) as the only dedupe rather than refusing the delivery."""
+    try:
+        return await _dedupe(node).claim(DEDUPE_NAMESPACE, key, DEDUPE_TTL_SECONDS)
+    except CoordError as exc:
+        log.warning("webhook_dedupe_unavailable", extra={"key": key, "error": str(exc)})
+        return True
+
+
+async def _unclaim(node: Any, key: str) -> None:
+    try:
+        await node.coord.delete(DEDUPE_BUCKET, f"{DEDUPE_NAMESPACE}:{key}")
+    except CoordError as exc:
+        log.warning("webhook_dedupe_release_failed", extra={"key": key, "error": str(exc)})
+
+
+async def _record(node: Any, event: Any) -> None:
+    """Publish a record of the delivery; a failure is logged, never the delivery's answer."""
+    try:
+        await node.queue.publish(topics.event_subject(event.type), event)
+    except Exception as exc:
+        log.warning("event_publish_failed", extra={"type": event.type, "error": str(exc)})

@@ -1,0 +1,99 @@
+"""Mattermost outgoing webhooks: the shared token rides the body's `token` field (JSON, or a form
+when the webhook posts `application/x-www-form-urlencoded`), `post_id` is the delivery id;
+channel + thread root keys as Slack's do (seed 000, "Inbox Batching & Coalescing"; "Distributed
+Tracing": a chat parser's own filtering is logged as `mattermost_post_skipped`).
+
+Who a post reaches: the usernames it @-mentions and, in a DM (`channel_type` D or G, or a
+`<id>__<id>` channel name), the other party, through `integrations.mattermost.users` (user name
+or user id -> seat handle or role).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+from urllib.parse import parse_qs
+
+from notify.sources.base import (
+    Address,
+    BaseSource,
+    Ignored,
+    Notification,
+    ParseError,
+    PayloadError,
+    SignatureError,
+    body_digest,
+    check_token,
+    decode_json,
+    header,
+    render,
+)
+from notify.sources.chat import chat_keys
+
+MENTION = re.compile(r"(?<![\w@])@([a-z0-9][a-z0-9._-]*[a-z0-9_])", re.I)
+DM_NAME = re.compile(r"^([a-z0-9]{26})__([a-z0-9]{26})$")
+LOG_EVENT = "mattermost_post_skipped"
+
+
+class Mattermost(BaseSource):
+    name = "mattermost"
+    secret_field = "token"
+    signature_header = "token"  # a body field: outgoing webhooks carry no signature header
+    noise_log_event = LOG_EVENT
+    kept_headers = ("User-Agent", "Content-Type")
+
+    def decode(self, headers: Mapping[str, str], body: bytes) -> Any:
+        if "x-www-form-urlencoded" in header(headers, "Content-Type").lower():
+            try:
+                form = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=bool(body))
+            except (ValueError, UnicodeDecodeError) as exc:
+                raise PayloadError(f"body: not a form ({exc})") from None
+            return {k: v[-1] for k, v in form.items()}
+        return decode_json(body)
+
+    def verify(self, secret: bytes, headers: Mapping[str, str], body: bytes, now: float) -> None:
+        try:
+            given = self.decode(headers, body).get("token")
+        except PayloadError:
+            raise SignatureError("token", "unreadable: the body carries no token field this node can read") from None
+        check_token(secret, str(given or ""), "token")
+
+    def delivery_id(self, headers: Mapping[str, str], payload: Any, body: bytes) -> str:
+        return str(payload.get("post_id") or "") or body_digest(body)
+
+    def event_kind(self, headers: Mapping[str, str], payload: Any) -> str:
+        return "posted"
+
+    def parse(self, event_kind: str, payload: Any) -> Notification | Ignored | None:
+        kind = str(payload.get("type") or "")
+        if kind.startswith("system_"):
+            return Ignored(LOG_EVENT, f"a system post ({kind})")
+        if str(payload.get("delete_at") or "0") not in ("", "0"):
+            return Ignored(LOG_EVENT, "a deleted post")
+        sender, sender_id = str(payload.get("user_name") or ""), str(payload.get("user_id") or "")
+        if not sender and not sender_id:
+            return Ignored(LOG_EVENT, "a bot message")
+        channel, post = str(payload.get("channel_id") or ""), str(payload.get("post_id") or "")
+        if not channel or not post:
+            raise ParseError(f"{'channel_id' if not channel else 'post_id'}: missing")
+        root = str(payload.get("root_id") or "")
+        name = str(payload.get("channel_name") or "")
+        dm = DM_NAME.match(name)
+        direct = str(payload.get("channel_type") or "") in ("D", "G") or dm is not None
+        partition, identity = chat_keys("mattermost", channel, post, root, direct)
+        reply = bool(root) and root != post
+        text = str(payload.get("text") or "")
+        addresses = [Address(u, "mention") for u in dict.fromkeys(MENTION.findall(text))]
+        if dm is not None:
+            addresses += [Address(uid, "dm") for uid in dm.groups() if uid != sender_id]
+        where = "a direct message" if direct else (f"~{name}" if name else channel) + (f" (thread {root})" if reply else "")
+        lead = f"{sender or sender_id} {'replied in' if reply else 'wrote in'} {where}"
+        return Notification(
+            source=self.name, event_kind=event_kind, subject=identity.removeprefix("mattermost:"),
+            sender=sender or sender_id, sender_aka=(sender_id,) if sender and sender_id else (),
+            body=render(lead, text, ""), salient_body=text, lead=lead, partition_key=partition,
+            conversation_identity=identity, message_id=f"mattermost:{post}", addresses=tuple(addresses),
+            thread=partition if not direct else "",
+            metadata={"channel": channel, "channel_name": name, "post_id": post, "root_id": root,
+                      "team": str(payload.get("team_domain") or payload.get("team_id") or ""), "reply": reply,
+                      "direct": direct, "trigger_word": str(payload.get("trigger_word") or "")},
+        )
