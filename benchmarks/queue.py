@@ -13,12 +13,18 @@ and once, (d) the in-memory twin's throughput on the same workloads.
 """
 from __future__ import annotations
 
+import os
+import sys
+
+# This folder holds queue.py, which would shadow the standard library's `queue` for every
+# import that follows; run from here, drop the folder from the import path first.
+if sys.path and os.path.abspath(sys.path[0]) == os.path.dirname(os.path.abspath(__file__)):
+    sys.path.pop(0)
+
 import argparse
 import asyncio
 import logging
-import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path

@@ -46,6 +46,7 @@ ROLES = ("data", "seats", "ingress", "workers")
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_BROKER_DIED = 0, 1, 2, 69
 STEP_SECONDS = 10.0     # a drain step's bound on a healthy broker
 CUT_STEP_SECONDS = 1.0  # on a cut drain nothing can be acknowledged: give up on a step quickly
+ACK_WAIT_ENV = "CREWLET_QUEUE_ACK_WAIT_SECONDS"  # tests only: see queue_tuning
 
 
 @dataclass(frozen=True)
@@ -183,7 +184,8 @@ class Node:
         from engine.queue.contract import QueueError
 
         try:
-            self.queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal)
+            self.queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal,
+                                                       tuning=queue_tuning(self.env))
         except QueueError as exc:
             raise BootError(str(exc)) from None
         if self.writer is not None:
@@ -450,11 +452,23 @@ class Node:
         if self.queue is not None:
             await _bounded(self.queue.close(), bound, "queue_close")
         if self.broker is not None:
-            await _bounded(self.broker.stop(), STEP_SECONDS, "broker_stop")
+            await _bounded(self.broker.stop(), getattr(self.broker, "stop_timeout_seconds", 60) + 5, "broker_stop")
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close, STEP_SECONDS)
         self.state.broker_link = "down"
         log.info("node_stopped", extra={"exit_code": self._exit_code})
+
+
+def queue_tuning(env: dict | None) -> "Tuning":
+    """The queue contract's timings. A process test may shorten the ack window -- the backstop
+    that returns a killed node's in-flight mail -- through CREWLET_QUEUE_ACK_WAIT_SECONDS; a
+    node in production keeps the seed's 30 minutes."""
+    import os
+
+    from engine.queue.contract import Tuning
+
+    raw = (env if env is not None else os.environ).get(ACK_WAIT_ENV)
+    return Tuning(ack_wait_seconds=float(raw)) if raw else Tuning()
 
 
 async def _bounded(awaitable, seconds: float, what: str) -> None:
