@@ -1,0 +1,422 @@
+"""The seat host: one agent seat's inbox, drained in batches, one conversation at a time (seed 000,
+"Inbox Batching & Coalescing", "Busy agents queue; held agents wait on the broker", "A failed
+turn does not hold its conversation back", "The ack budget"; seed 002, "Token Budgets").
+
+`subscribe_batch` is the buffer: nothing is held in memory past an ack. Its options are read
+from the node's CURRENT company on every drain, so a revision's knobs apply without
+re-subscribing. Per partition the handler:
+  1. drops same-id duplicates, then skips (acks) what the completion ledger already holds,
+     publishing `turn_trigger_skipped` so a redelivery is never invisible;
+  2. merges what is left into one trigger (`seats.merge`); a partition that cannot be merged
+     degrades to per-event dispatch: the tail is requeued as independent inbox messages FIRST,
+     then the first event runs in the current ack scope;
+  3. runs the turn inside the node's concurrency gate -- waiting for a slot keeps the delivery;
+  4. settles: completed/stopped -> every constituent recorded as worked, ACK; llm_unavailable
+     -> NAK (the backoff outlasts a benched provider); budget_exhausted -> park, DEFER; a turn
+     that raised -> `turn.guard_breach` and NAK (newer mail of the conversation runs first).
+
+Holds keep mail on the broker instead of in the handler: `no_provider` while the company has
+no model provider, `paused` while a person paused the seat, `budget` while a capped window
+refuses it. A delivery that reaches a held seat anyway (it raced the hold) takes the hold again
+and is deferred, keeping its place at the head. Control mail is consumed apart from the inbox,
+so no inbox hold blocks it.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections import deque
+from datetime import datetime, timezone
+from typing import Any, Callable
+
+from engine.coord.contract import CoordError
+from engine.queue import topics
+from engine.queue.contract import Batch, BatchOptions, Delivery, Outcome
+from events.envelope import Event, EventData, new
+from events.tracing import TraceContext, event_trace, new_span_id, trace_of
+from events.types.notification import TurnTriggerSkipped
+from events.types.system import TurnGuardBreach
+from seats.holds import HOLD_BUDGET, HOLD_DRAINING, HOLD_NO_PROVIDER, HOLD_PAUSED, BudgetPark, InboxHolds
+from seats.merge import CoalesceError, coalesced_record, merge_partition
+from seats.turn import TurnRequest
+
+log = logging.getLogger("seats.host")
+
+STORE_RETRY_SECONDS = 1.0  # a store that did not answer is asked again after the NAK base spacing
+SKIP_WORKED = "already worked"  # the ledger's reason phrase, matched exactly by readers
+
+
+def _now_iso() -> str:
+    return datetime.now(timezone.utc).isoformat()
+
+
+class SeatHost:
+    """One seat's consumer on this node. `turns` runs a turn (`seats.turn.TurnEngine`), `gate`
+    is the node's concurrency semaphore, `ledger` the fleet's completion ledger, `budgets` the
+    token budgets (None: uncapped), `lease` the seat lease this node holds (None in tests)."""
+
+    def __init__(self, node: Any, handle: str, *, turns: Any, gate: asyncio.Semaphore, ledger: Any,
+                 budgets: Any = None, lease: Any = None, clock: Callable[[], float] = time.time) -> None:
+        self.node = node
+        self.handle = handle
+        self.turns = turns
+        self.gate = gate
+        self.ledger = ledger
+        self.budgets = budgets
+        self.lease = lease
+        self.clock = clock
+        self.inbox, self.group = topics.agent_inbox(handle), topics.inbox_group(handle)
+        self.control, self.control_group = topics.agent_control(handle), topics.control_group(handle)
+        self.pause: Any = None           # seats.pauses.Pause while paused
+        self.inbox_holds = InboxHolds(node.queue, self.inbox, self.group, self._may_fetch)
+        self.park = BudgetPark(handle, self.inbox_holds, budgets, lambda: self.node.company)
+        self.running: dict | None = None
+        self.last_turn: dict | None = None
+        self.last_error: dict | None = None
+        self.provider_down = False
+        self.stopping = False
+        self.turns_run = 0
+        self.overhead_ms: deque[float] = deque(maxlen=10_000)  # dispatch time beside the turn itself
+        self._busy = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._retry_task: asyncio.Task | None = None
+        self._telemetry: set[asyncio.Task] = set()
+
+    @property
+    def queue(self) -> Any:
+        return self.node.queue
+
+    # -- life ------------------------------------------------------------------------------
+    async def start(self, pause: Any = None) -> None:
+        """Take the holds the seat starts under (before attaching, so they apply on attach), then
+        attach the inbox and the control mailbox."""
+        self.pause = pause
+        if pause is not None:
+            await self.inbox_holds.take(HOLD_PAUSED)
+        if not _has_provider(self.node.company):
+            await self.inbox_holds.take(HOLD_NO_PROVIDER)
+        await self.queue.subscribe_batch(self.inbox, self.group, self.options, self._on_batch)
+        await self.queue.subscribe(self.control, self.control_group, self._on_control)
+        log.info("seat_host_started", extra={"seat": self.handle, "holds": ",".join(sorted(self.holds))})
+
+    async def stop(self, *, finish: bool) -> None:
+        """Let go of the seat. `finish`: the running turn completes first (the drain); otherwise
+        it is cancelled and what the host held goes back at the head with its count (a detach).
+        The holds this process took are lifted: a later host of the seat takes its own."""
+        self.stopping = True
+        self.park.stop()
+        if self._retry_task is not None:
+            self._retry_task.cancel()
+        if finish:
+            await self.inbox_holds.take(HOLD_DRAINING)  # between partitions, the rest of a drain goes back
+            await self._idle.wait()
+        await self.queue.detach(self.inbox, self.group)
+        await self.queue.detach(self.control, self.control_group)
+        if self._telemetry:
+            await asyncio.wait(set(self._telemetry), timeout=None if finish else 1.0)
+        with contextlib.suppress(Exception):
+            await self.inbox_holds.lift_all()
+        log.info("seat_host_stopped", extra={"seat": self.handle, "finished": finish})
+
+    def options(self) -> BatchOptions:
+        """Read on every drain from the node's current company (hot-reloadable knobs)."""
+        company = self.node.company
+        if company is None:
+            return BatchOptions()
+        return BatchOptions(linger_seconds=company.notification_coalesce_window_seconds,
+                            max_batch=company.notification_coalesce_max_batch)
+
+    # -- what the node tells the host ------------------------------------------------------
+    async def apply_company(self, company: Any) -> None:
+        """A new revision: the `no_provider` hold follows providers.llm; a budget park is judged
+        again against the revision's ceilings."""
+        if not _has_provider(company):
+            await self.inbox_holds.take(HOLD_NO_PROVIDER)
+        elif HOLD_NO_PROVIDER in self.holds:
+            await self.inbox_holds.lift(HOLD_NO_PROVIDER)
+            log.info("seat_provider_hold_released", extra={"seat": self.handle})
+        await self.park.reconsider(company)
+
+    async def apply_pause(self, pause: Any) -> None:
+        """The fleet's pause record for this seat (None: not paused). Paused, the inbox is held;
+        `stop_running` also ends the running turn at its next round (`_stop_requested`)."""
+        self.pause = pause
+        if pause is not None:
+            await self.inbox_holds.take(HOLD_PAUSED)
+        else:
+            await self.inbox_holds.lift(HOLD_PAUSED)
+
+    # -- the batch handler -----------------------------------------------------------------
+    async def _on_batch(self, batch: Batch) -> Outcome:
+        self._busy += 1
+        self._idle.clear()
+        try:
+            return await self._dispatch(batch)
+        finally:
+            self._busy -= 1
+            if not self._busy:
+                self._idle.set()
+
+    async def _dispatch(self, batch: Batch) -> Outcome:
+        began = time.perf_counter()
+        company = self.node.company
+        seat = company.seat_by_handle(self.handle) if company is not None else None
+        refused = await self._refuse(company, seat)
+        if refused is not None:
+            return refused
+        try:
+            fresh = await self._unworked(_unique(batch.deliveries))
+            if not fresh:
+                return Outcome.ACK
+            refusal = await self.budgets.check(company, seat) if self.budgets is not None else None
+        except CoordError as exc:
+            return self._store_down(exc)
+        if refusal is not None:  # a full window: no call would be admitted, so none is made
+            await self.park.park(refusal)
+            return Outcome.DEFER
+        turn_id = str(uuid.uuid4())
+        trigger, constituents = await self._trigger(fresh, batch.key, turn_id, company)
+        request = TurnRequest(seat=seat, company=company, trigger=trigger, constituents=constituents,
+                              turn_id=turn_id, stop_requested=self._stop_requested)
+        waited = time.perf_counter()
+        async with self.gate:  # waiting here keeps the delivery: nothing is handed back
+            started = time.perf_counter()
+            self.running = {"turn_id": turn_id, "trigger_id": str(trigger.id), "started_at": _now_iso(),
+                            "trigger_ids": [str(e.id) for e in constituents]}
+            log.info("seat_turn_started", extra={"seat": self.handle, "turn_id": turn_id,
+                                                 "trigger_ids": ",".join(self.running["trigger_ids"])})
+            try:
+                result = await self.turns.run(request)
+            except CoordError as exc:  # the budget store did not answer: the node's fault, not the mail's
+                return self._store_down(exc)
+            except Exception as exc:
+                return await self._failed(request, exc)
+            finally:
+                self.running = None
+                in_turn = time.perf_counter() - started
+        # From here the turn has happened: finish recording it even if the host is detached now,
+        # so a peer that takes the seat finds it in the ledger instead of running it again.
+        settling = asyncio.ensure_future(self._settle(request, result))
+        try:
+            outcome = await asyncio.shield(settling)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                await settling
+            raise
+        self.overhead_ms.append((time.perf_counter() - began - in_turn - (started - waited)) * 1000)
+        return outcome
+
+    async def _refuse(self, company: Any, seat: Any) -> Outcome | None:
+        """DEFER a delivery this host may not work now, taking the hold that should have kept it."""
+        if self.stopping:
+            return Outcome.DEFER
+        if self.lease is not None and not self.lease.is_exclusive(self.clock()):
+            log.warning("seat_not_exclusive", extra={"seat": self.handle, "epoch": self.lease.epoch})
+            return Outcome.DEFER  # this process lost the right to the work: back at the head
+        if seat is None or not seat.is_agent:
+            log.warning("seat_not_in_company", extra={"seat": self.handle})
+            return Outcome.DEFER  # placement lets the seat go on its next sweep
+        held = (HOLD_NO_PROVIDER if not _has_provider(company) else HOLD_PAUSED if self.pause is not None
+                else HOLD_BUDGET if self.park.refusal is not None else None)
+        if held is not None:  # it raced the hold: take it again; the mail keeps its place at the head
+            await self.inbox_holds.take(held)
+            return Outcome.DEFER
+        return None
+
+    async def _unworked(self, events: list[Event]) -> list[Event]:
+        """The events the ledger has no record of; each one it has is skipped, out loud."""
+        records = await asyncio.gather(*(self.ledger.worked(self.handle, str(e.id)) for e in events))
+        fresh = []
+        for event, record in zip(events, records):
+            if record is None:
+                fresh.append(event)
+                continue
+            log.info("turn_trigger_skipped", extra={"seat": self.handle, "trigger_id": str(event.id),
+                                                    "worked_by": record.turn_id})
+            self._record_later(self._event(TurnTriggerSkipped(
+                **self._seat_fields(), conversation_key=_identity(event), trigger_id=str(event.id),
+                trigger_type=event.type, reason=SKIP_WORKED, worked_by_turn_id=record.turn_id,
+                detail=f"the completion ledger records it worked by turn {record.turn_id}"), event))
+        return fresh
+
+    async def _trigger(self, fresh: list[Event], key: str, turn_id: str, company: Any) -> tuple[Event, list[Event]]:
+        """One trigger and the constituents it stands for (seed 000, "The digest trigger")."""
+        if len(fresh) == 1:
+            return fresh[0], fresh
+        try:
+            merged = merge_partition(fresh)
+        except CoalesceError as exc:
+            log.warning("partition_merge_failed", extra={"seat": self.handle, "partition_key": key, "error": str(exc)})
+            # The tail FIRST: a requeue that fails raises (NAK) before any turn ran, so a
+            # completed turn is never replayed by a later event's failure.
+            for event in fresh[1:]:
+                await self.queue.publish(self.inbox, event)
+            return fresh[0], fresh[:1]
+        self._record_later(coalesced_record(merged, fresh, key, turn_id))
+        return merged, fresh
+
+    async def _settle(self, request: TurnRequest, result: Any) -> Outcome:
+        """The outcome a turn's result earns, recorded first where it was worked."""
+        outcome = getattr(result, "outcome", "failed")
+        self.turns_run += 1
+        self.last_turn = {"turn_id": request.turn_id, "outcome": outcome, "finished_at": _now_iso(),
+                          "trigger_id": str(request.trigger.id),
+                          "trigger_ids": [str(e.id) for e in request.constituents],
+                          "duration_ms": getattr(result, "duration_ms", 0)}
+        if outcome in ("completed", "stopped"):
+            self.provider_down = False
+            await self._record_worked(request)
+            return Outcome.ACK
+        error = getattr(result, "error", "") or outcome
+        self.last_error = {"turn_id": request.turn_id, "at": _now_iso(), "outcome": outcome, "error": error}
+        if outcome == "budget_exhausted":  # parked: it runs again when the window has room
+            refusal = getattr(result, "refusal", None)
+            if refusal is None and self.budgets is not None:
+                with contextlib.suppress(CoordError):
+                    refusal = await self.budgets.check(request.company, request.seat)
+            if refusal is not None:
+                await self.park.park(refusal)
+            return Outcome.DEFER
+        if outcome == "llm_unavailable":
+            self.provider_down = True
+        log.warning("seat_turn_not_completed", extra={"seat": self.handle, "turn_id": request.turn_id,
+                                                       "outcome": outcome, "error": error})
+        return Outcome.NAK
+
+    async def _record_worked(self, request: TurnRequest) -> None:
+        """Every constituent worked by this turn. A ledger that does not answer is logged, not
+        fatal: the ACK is what settles the mail, the ledger covers an ACK that never lands."""
+        results = await asyncio.gather(*(self.ledger.record_worked(self.handle, str(e.id), request.turn_id)
+                                         for e in request.constituents), return_exceptions=True)
+        for event, result in zip(request.constituents, results):
+            if isinstance(result, Exception):
+                log.error("ledger_record_failed", extra={"seat": self.handle, "trigger_id": str(event.id),
+                                                          "turn_id": request.turn_id, "error": str(result)})
+
+    async def _failed(self, request: TurnRequest, exc: Exception) -> Outcome:
+        """A turn that raised: a failed turn on the record, the seat's last error, and a NAK."""
+        detail = f"{type(exc).__name__}: {exc}"[:500]
+        log.exception("seat_turn_raised", extra={"seat": self.handle, "turn_id": request.turn_id})
+        self.last_error = {"turn_id": request.turn_id, "at": _now_iso(), "outcome": "failed", "error": detail}
+        self.last_turn = {"turn_id": request.turn_id, "outcome": "failed", "finished_at": _now_iso(),
+                          "trigger_id": str(request.trigger.id),
+                          "trigger_ids": [str(e.id) for e in request.constituents], "duration_ms": 0}
+        await self._publish(self._event(TurnGuardBreach(
+            **self._seat_fields(), turn_id=request.turn_id, conversation_key=_identity(request.trigger),
+            guard="turn_error", detail=detail), request.trigger))
+        return Outcome.NAK
+
+    def _stop_requested(self) -> dict | None:
+        """Who stopped the running turn (a pause with stop_running), or None to carry on."""
+        pause = self.pause
+        if pause is None or not pause.stop_running:
+            return None
+        return {"stopped_by": pause.paused_by, "stopped_by_seat": pause.paused_by_seat, "reason": pause.reason}
+
+    def _store_down(self, exc: Exception) -> Outcome:
+        """The coordination store did not answer: DEFER (the mail keeps its place at the head;
+        what failed is the node's store, not the message) and fetch again a moment later."""
+        log.warning("seat_store_unavailable", extra={"seat": self.handle, "error": str(exc)})
+        if self._retry_task is None or self._retry_task.done():
+            self._retry_task = asyncio.create_task(self._fetch_again(), name=f"store-retry:{self.handle}")
+        return Outcome.DEFER
+
+    async def _fetch_again(self) -> None:
+        await asyncio.sleep(STORE_RETRY_SECONDS)
+        if not self.stopping and not self.holds and self.queue.is_attached(self.inbox, self.group):
+            await self.queue.unquiesce(self.inbox, self.group)
+
+    # -- holds -----------------------------------------------------------------------------
+    @property
+    def holds(self) -> frozenset[str]:
+        return self.inbox_holds.names
+
+    def _may_fetch(self) -> bool:
+        return not self.stopping and (self.lease is None or self.lease.is_exclusive(self.clock()))
+
+    # -- control ---------------------------------------------------------------------------
+    async def _on_control(self, delivery: Delivery) -> Outcome:
+        log.info("seat_control_received", extra={"seat": self.handle, "type": delivery.event.type,
+                                                 "event_id": str(delivery.event.id)})
+        return Outcome.ACK
+
+    # -- what the API reads ----------------------------------------------------------------
+    @property
+    def state(self) -> str:
+        """idle, working, paused, parked, held or stopped (the provider is unreachable)."""
+        holds = self.holds
+        if self.running is not None:
+            return "working"
+        if self.pause is not None or HOLD_PAUSED in holds:
+            return "paused"
+        if self.park.refusal is not None or HOLD_BUDGET in holds:
+            return "parked"
+        if holds:
+            return "held"
+        if self.provider_down:
+            return "stopped"
+        return "idle"
+
+    def describe(self) -> dict:
+        """What GET /seats shows of this seat from the node holding it."""
+        return {
+            "state": self.state,
+            "holds": sorted(self.holds),
+            "running": self.running,
+            "last_turn": self.last_turn,
+            "last_error": self.last_error,
+            "turns_run": self.turns_run,
+            "parked": self.park.describe(),
+        }
+
+    # -- events ----------------------------------------------------------------------------
+    def _seat_fields(self) -> dict:
+        company = self.node.company
+        seat = company.seat_by_handle(self.handle) if company is not None else None
+        return {"agent_id": str(company.agent_id_for(self.handle)) if company is not None else "",
+                "agent_handle": self.handle, "agent_role": (getattr(seat, "role", "") or "")}
+
+    def _event(self, data: EventData, under: Event) -> Event:
+        """An event about this seat, traced as a child of the event it is about."""
+        parent = event_trace(under)
+        trace = TraceContext(parent.trace_id, new_span_id(), parent.span_id) if parent else trace_of()
+        return new(data, trace, source="engine")
+
+    def _record_later(self, event: Event) -> None:
+        """Publish telemetry beside the dispatch rather than before it: the turn does not wait on
+        the broker's ack of its own record (the drain waits for what is still in flight)."""
+        task = asyncio.create_task(self._publish(event))
+        self._telemetry.add(task)
+        task.add_done_callback(self._telemetry.discard)
+
+    async def _publish(self, event: Event) -> None:
+        """Record an event on `crewlet.events.{type}`; a failure is logged, never raised."""
+        try:
+            await self.queue.publish(topics.event_subject(event.type), event)
+        except Exception as exc:
+            log.warning("event_publish_failed", extra={"type": event.type, "seat": self.handle, "error": str(exc)})
+
+
+def _unique(deliveries: tuple[Delivery, ...]) -> list[Event]:
+    """The partition's events in timestamp order, same-id duplicates dropped (seed 000: an
+    at-least-once edge the requeue machinery itself can produce)."""
+    seen: set[str] = set()
+    out = []
+    for delivery in deliveries:
+        key = str(delivery.event.id)
+        if key not in seen:
+            seen.add(key)
+            out.append(delivery.event)
+    return out
+
+
+def _identity(event: Event) -> str:
+    return str(event.get("conversation_identity") or "")
+
+
+def _has_provider(company: Any) -> bool:
+    return company is not None and bool(company.providers.llm)

@@ -1,0 +1,196 @@
+"""The seats role on one node: a `SeatHost` per seat this node holds (seed 000, "Busy agents
+queue; held agents wait on the broker"; seed 002, "Replica count": max_concurrent is per
+process, so N nodes is N x that ceiling).
+
+`SeatRuntime` is a node service (`engine.services`). The node tells it about seats it acquired
+and released and about every revision it applied; the runtime owns what the hosts share:
+the per-node concurrency gate (`asyncio.Semaphore(node.max_concurrent)`, held around a turn,
+never around a fetch, so waiting for a slot does not hand the delivery back), the turn engine,
+the completion ledger, the token budgets and the fleet's pause records.
+
+Admission is gated on exclusivity (seed 002, "What changed": "gated on a renew fresh enough to
+prove exclusivity"): a host starts only while its seat lease `is_exclusive(now)`, renewing it
+first when the acquisition is already too old. A pause reaches the node holding the seat by
+its `seat_paused`/`seat_resumed` event, with a poll of the store every sweep as the backstop.
+The drain (`stop`) lets running turns finish unless it is cut, then detaches everything.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any
+
+from engine.coord.ledger import CompletionLedger
+from engine.queue import topics
+from events.envelope import Event
+from seats.budgets import Budgets
+from seats.host import SeatHost
+from seats.pauses import PauseBook, watch_pauses
+from seats.turn import TurnEngine
+
+log = logging.getLogger("seats.runtime")
+
+DEFAULT_POLL_SECONDS = 5.0
+
+
+class SeatRuntime:
+    """The seat hosts of one node and what they share."""
+
+    name = "seats"
+
+    def __init__(self, node: Any, *, turns: Any = None, budgets: Any = None, ledger: Any = None,
+                 pauses: PauseBook | None = None, poll_seconds: float | None = None) -> None:
+        self.node = node
+        leases = getattr(node, "leases", None)
+        self.clock = leases.clock if leases is not None else time.time
+        self.budgets = budgets if budgets is not None else Budgets(node.coord)
+        self.ledger = ledger if ledger is not None else CompletionLedger(node.coord)
+        self.pauses = pauses if pauses is not None else PauseBook(node.coord)
+        self.turns = turns if turns is not None else TurnEngine(node_id=node.node_id, publish=self.publish,
+                                                                budgets=self.budgets)
+        self.gate = asyncio.Semaphore(max(1, int(node.cfg.node.max_concurrent)))
+        timings = getattr(node, "timings", None)
+        self.poll_seconds = poll_seconds or getattr(timings, "sweep_seconds", None) or DEFAULT_POLL_SECONDS
+        self.hosts: dict[str, SeatHost] = {}
+        self.stopping = False
+        self._admitting: dict[str, asyncio.Task] = {}
+        self._watch: list = []
+        self._poll: asyncio.Task | None = None
+
+    # -- the node's hooks ------------------------------------------------------------------
+    async def start(self) -> None:
+        """Provision the shared records, listen for pauses, start the pause poll."""
+        for what in (self.ledger, self.pauses, self.budgets):
+            try:
+                await what.provision()
+            except Exception as exc:  # provisioned again on first use
+                log.warning("seats_provision_failed", extra={"what": type(what).__name__, "error": str(exc)})
+        try:
+            self._watch = await watch_pauses(self.node.queue, self._pause_changed)
+        except Exception as exc:
+            log.warning("seat_pause_watch_failed", extra={"error": str(exc)})
+        self._poll = asyncio.create_task(self._poll_pauses(), name="seat-pause-poll")
+
+    async def stop(self, cut: bool) -> None:
+        """The drain: running turns finish (unless `cut`), then every mailbox is detached."""
+        self.stopping = True
+        for task in [self._poll, *self._admitting.values()]:
+            if task is not None:
+                task.cancel()
+        self._admitting.clear()
+        for sub in self._watch:
+            with contextlib.suppress(Exception):
+                await sub.close()
+        hosts, self.hosts = list(self.hosts.values()), {}
+        results = await asyncio.gather(*(h.stop(finish=not cut) for h in hosts), return_exceptions=True)
+        for host, result in zip(hosts, results):
+            if isinstance(result, Exception):
+                log.warning("seat_host_stop_failed", extra={"seat": host.handle, "error": str(result)})
+
+    async def on_company(self, company: Any) -> None:
+        """A revision applied: every host re-reads it (holds, budget parks)."""
+        for host in list(self.hosts.values()):
+            try:
+                await host.apply_company(company)
+            except Exception:
+                log.exception("seat_revision_apply_failed", extra={"seat": host.handle})
+
+    async def on_seat_acquired(self, handle: str, lease: Any) -> None:
+        """Host the seat once its lease is proven exclusive."""
+        if self.stopping:
+            return
+        await self._drop(handle)
+        if lease is None or lease.is_exclusive(self.clock()):
+            await self._start_host(handle, lease)
+            return
+        self._admitting[handle] = asyncio.create_task(self._admit(handle, lease), name=f"seat-admit:{handle}")
+
+    async def on_seat_released(self, handle: str, lease: Any, reason: str) -> None:
+        """Stop hosting at once: what the host holds goes back at the head (a detach)."""
+        log.info("seat_host_releasing", extra={"seat": handle, "reason": reason})
+        await self._drop(handle)
+
+    # -- hosts -----------------------------------------------------------------------------
+    async def _admit(self, handle: str, lease: Any) -> None:
+        """Renew until the lease proves exclusive (then host the seat), or is lost."""
+        leases = self.node.leases
+        try:
+            while not self.stopping and not lease.lost and not lease.released:
+                with contextlib.suppress(Exception):
+                    await leases.renew(lease)
+                if lease.is_exclusive(self.clock()):
+                    await self._start_host(handle, lease)
+                    return
+                await asyncio.sleep(max(leases.renew_interval / 4, 0.05))
+            log.warning("seat_not_admitted", extra={"seat": handle, "epoch": lease.epoch})
+        finally:
+            if self._admitting.get(handle) is asyncio.current_task():
+                del self._admitting[handle]
+
+    async def _start_host(self, handle: str, lease: Any) -> None:
+        try:
+            pause = await self.pauses.get(handle)
+        except Exception as exc:  # the poll corrects it once the store answers
+            log.warning("seat_pause_unread", extra={"seat": handle, "error": str(exc)})
+            pause = None
+        host = SeatHost(self.node, handle, turns=self.turns, gate=self.gate, ledger=self.ledger,
+                        budgets=self.budgets, lease=lease, clock=self.clock)
+        self.hosts[handle] = host
+        try:
+            await host.start(pause)
+        except Exception:
+            self.hosts.pop(handle, None)
+            log.exception("seat_host_start_failed", extra={"seat": handle})
+            with contextlib.suppress(Exception):
+                await host.stop(finish=False)
+
+    async def _drop(self, handle: str) -> None:
+        task = self._admitting.pop(handle, None)
+        if task is not None:
+            task.cancel()
+        host = self.hosts.pop(handle, None)
+        if host is not None:
+            await host.stop(finish=False)
+
+    def describe(self, handle: str) -> dict | None:
+        """What this node knows of the seat's host, or None when it does not host it."""
+        host = self.hosts.get(handle)
+        return None if host is None else host.describe()
+
+    # -- pauses ----------------------------------------------------------------------------
+    async def _pause_changed(self, handle: str) -> None:
+        host = self.hosts.get(handle)
+        if host is not None:
+            await self._refresh_pause(host)
+
+    async def _refresh_pause(self, host: SeatHost) -> None:
+        pause = await self.pauses.get(host.handle)
+        if pause != host.pause:
+            log.info("seat_pause_applied", extra={"seat": host.handle, "paused": pause is not None,
+                                                  "stop_running": bool(pause and pause.stop_running)})
+            await host.apply_pause(pause)
+
+    async def _poll_pauses(self) -> None:
+        """The backstop for a pause event this node missed: re-read every hosted seat's pause."""
+        while not self.stopping:
+            await asyncio.sleep(self.poll_seconds)
+            for host in list(self.hosts.values()):
+                try:
+                    await self._refresh_pause(host)
+                except Exception as exc:
+                    log.warning("seat_pause_poll_failed", extra={"seat": host.handle, "error": str(exc)})
+
+    # -- events ----------------------------------------------------------------------------
+    async def publish(self, event: Event) -> None:
+        """The turn engine's publisher: `crewlet.events.{type}`."""
+        await self.node.queue.publish(topics.event_subject(event.type), event)
+
+
+def seat_runtime(node: Any) -> SeatRuntime | None:
+    """The node's seats service, when its roles run one."""
+    for service in getattr(node, "services", None) or ():
+        if isinstance(service, SeatRuntime):
+            return service
+    return None

@@ -1,0 +1,59 @@
+"""A task for a seat, as the scheduler and an operator both publish it (seed 000, "Routing": the
+scheduler "resolves a firing schedule's target seat and publishes task_assigned to that inbox").
+
+`build_task` is the one definition of that event; `POST /seats/{handle}/tasks` publishes what
+it builds, and `manage.py crewlet_task` goes through that route, so the two cannot disagree.
+A human seat has no inbox and no turn to wake (seed 000, "A seat's mailbox exists before the
+seat is running"): it is refused by name, as an unknown seat is.
+"""
+from __future__ import annotations
+
+import uuid
+
+from engine.queue import topics
+from events.envelope import Event, new
+from events.tracing import trace_of
+from events.types.task import TaskAssigned
+
+MAX_TASK_CHARS = 20_000  # a task is a prompt, re-sent on every round of its turn
+
+
+class TaskRefused(Exception):
+    """The task cannot be published; `status` is the HTTP answer (404 unknown, 422 otherwise)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        self.status = status
+        self.detail = detail
+        super().__init__(f"seats: {detail}")
+
+
+def build_task(company, handle: str, text: str, assigned_by: str, *, schedule: str = "") -> Event:
+    """The `task_assigned` event for `handle`, ready for its inbox. TaskRefused naming the handle
+    for a seat the company does not have (404) or a human seat (422), and naming `text` when
+    it is empty or too long."""
+    seat = company.seat_by_handle(handle) if company is not None else None
+    if seat is None:
+        raise TaskRefused(404, f"handle: {handle!r} is no seat of the company")
+    if not seat.is_agent:
+        raise TaskRefused(422, f"handle: {handle!r} is a human seat; a task reaches agent seats only")
+    text = (text or "").strip()
+    if not text:
+        raise TaskRefused(422, "text: a task needs some text")
+    if len(text) > MAX_TASK_CHARS:
+        raise TaskRefused(422, f"text: a task is at most {MAX_TASK_CHARS} characters")
+    data = TaskAssigned(
+        agent_id=str(company.agent_id_for(handle)),
+        agent_handle=handle,
+        agent_role=seat.role or "",
+        task_id=str(uuid.uuid4()),
+        task=text,
+        assigned_by=assigned_by,
+        schedule=schedule,
+    )
+    return new(data, trace_of(), source="operator" if not schedule else "scheduler")
+
+
+async def publish_task(queue, company, handle: str, text: str, assigned_by: str) -> Event:
+    """Build the task and publish it to the seat's inbox; the stamped event the broker took."""
+    event = build_task(company, handle, text, assigned_by)
+    return await queue.publish(topics.agent_inbox(handle), event)

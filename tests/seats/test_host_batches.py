@@ -1,0 +1,139 @@
+"""The seat host's batched dispatch (seed 000, "Inbox Batching & Coalescing", "A failed turn does
+not hold its conversation back", "The ack budget"). Every case runs on the memory twin and on a
+real nats-server."""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from engine.coord.ledger import CompletionLedger
+from seats import host as host_module
+from seats.host import SKIP_WORKED
+from seats.merge import CoalesceError
+from tests.queue.waiting import eventually, throughout
+from tests.seats.hosting import backend, labels, mail, make_rig, rig  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+async def test_a_backlog_runs_one_turn_per_conversation(rig):
+    await rig.publish(*(mail(f"a{i}", key="slack:C1:1", at=i) for i in range(5)))
+    await rig.publish(*(mail(f"b{i}", key="jira:POC-7", at=10 + i) for i in range(3)))
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: len(rig.turns.requests) == 2, message="two turns")
+    assert sorted(rig.turns.turns_of()) == [["a0", "a1", "a2", "a3", "a4"], ["b0", "b1", "b2"]]
+    assert await _settled(rig)
+    coalesced = await eventually(lambda: len(rig.published.of("notifications_coalesced")) == 2 and
+                                 rig.published.of("notifications_coalesced"), message="two merges recorded")
+    assert sorted(e.get("constituents") for e in coalesced) == [3, 5]
+    ledger = CompletionLedger(rig.node.coord)
+    for request in rig.turns.requests:
+        for event in request.constituents:
+            assert (await ledger.worked("alice", str(event.id))).turn_id == request.turn_id
+
+
+async def test_a_burst_that_arrives_mid_turn_is_one_follow_up_turn(rig):
+    gate = rig.turns.hold()
+    await rig.runtime.on_seat_acquired("alice", None)
+    await rig.publish(mail("first", key="slack:D1"))
+    await eventually(lambda: rig.turns.running == 1, message="the first turn to start")
+    await rig.publish(*(mail(f"burst{i}", key="slack:D1") for i in range(6)))
+    gate.set()
+    await eventually(lambda: len(rig.turns.outcomes) == 2, message="the follow-up turn")
+    await throughout(lambda: len(rig.turns.requests) == 2, window=0.6, message="a third turn ran")
+    assert rig.turns.turns_of() == [["first"], [f"burst{i}" for i in range(6)]]
+    assert await _settled(rig)
+
+
+async def test_a_trigger_the_ledger_holds_is_skipped_out_loud(rig):
+    worked, fresh = mail("worked"), mail("fresh")
+    await CompletionLedger(rig.node.coord).record_worked("alice", str(worked.id), "turn-earlier")
+    await rig.publish(worked, fresh)
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: rig.turns.outcomes == ["completed"], message="the fresh trigger's turn")
+    assert rig.turns.turns_of() == [["fresh"]]
+    skips = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the skip recorded")
+    assert [(s.get("trigger_id"), s.get("reason"), s.get("worked_by_turn_id")) for s in skips] == [
+        (str(worked.id), SKIP_WORKED, "turn-earlier")]
+    assert await _settled(rig)
+
+
+async def test_a_failed_turn_naks_and_newer_mail_of_its_conversation_runs_first(rig):
+    failures = {"m1": 1}
+
+    def decide(request):
+        label = labels(request.constituents)[0]
+        if failures.get(label):
+            failures[label] -= 1
+            raise RuntimeError("the turn's own bug")
+        return "completed"
+
+    rig.turns.decide = decide
+    gate = rig.turns.hold()
+    await rig.runtime.on_seat_acquired("alice", None)
+    await rig.publish(mail("m1", key="slack:C2:9"))
+    await eventually(lambda: rig.turns.running == 1, message="m1's turn")
+    await rig.publish(mail("m2", key="slack:C2:9"))  # arrives while m1's turn runs
+    gate.set()
+    await eventually(lambda: len(rig.turns.outcomes) == 2, message="m2 and m1 again")
+    assert rig.turns.turns_of() == [["m1"], ["m2"], ["m1"]]
+    breach = rig.published.of("turn.guard_breach")
+    assert len(breach) == 1 and "the turn's own bug" in breach[0].get("detail")
+    assert rig.host().last_error["outcome"] == "failed"
+    assert await _settled(rig)
+
+
+async def test_an_unmergeable_partition_degrades_to_one_turn_per_event(rig, monkeypatch):
+    def refuse(events):
+        raise CoalesceError("a malformed constituent")
+
+    monkeypatch.setattr(host_module, "merge_partition", refuse)
+    await rig.publish(*(mail(f"m{i}", key="slack:C3:1", at=i) for i in range(3)))
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: len(rig.turns.outcomes) == 3, message="three turns")
+    assert sorted(t for turn in rig.turns.turns_of() for t in turn) == ["m0", "m1", "m2"]
+    assert all(len(turn) == 1 for turn in rig.turns.turns_of())
+    assert rig.turns.turns_of()[0] == ["m0"]  # the first event runs in the current ack scope
+    await throughout(lambda: len(rig.turns.requests) == 3, window=0.6, message="a requeued copy ran twice")
+    assert await _settled(rig)
+
+
+async def test_a_released_seat_hands_its_running_mail_to_the_next_holder(backend, rig):
+    gate = rig.turns.hold()
+    await rig.runtime.on_seat_acquired("alice", None)
+    await rig.publish(mail("only"))
+    await eventually(lambda: rig.turns.running == 1, message="the turn to start")
+    await rig.runtime.on_seat_released("alice", None, "lease lost")
+    assert await rig.pending() == 1  # back on the broker, not lost
+    peer = await make_rig(backend, node_id="node-b", coord=rig.node.coord)
+    try:
+        await peer.runtime.on_seat_acquired("alice", None)
+        await eventually(lambda: peer.turns.outcomes == ["completed"], message="the peer's turn")
+        assert peer.turns.turns_of() == [["only"]]
+        assert await _settled(peer)
+    finally:
+        gate.set()
+        await peer.runtime.stop(cut=True)
+
+
+async def test_the_drain_lets_the_running_turn_finish_then_acks_it(rig):
+    gate = rig.turns.hold()
+    await rig.runtime.on_seat_acquired("alice", None)
+    await rig.publish(mail("in flight"))
+    await eventually(lambda: rig.turns.running == 1, message="the turn to start")
+    stopping = asyncio.create_task(rig.runtime.stop(cut=False))
+    await throughout(lambda: not stopping.done(), window=0.3, message="the drain did not wait for the turn")
+    gate.set()
+    await asyncio.wait_for(stopping, 10)
+    assert rig.turns.outcomes == ["completed"]
+    assert await rig.pending() == 0
+
+
+async def _settled(rig, handle: str = "alice") -> bool:
+    await eventually(lambda: _zero(rig, handle), message="the inbox to be acked empty")
+    return True
+
+
+async def _zero(rig, handle):
+    return await rig.pending(handle) == 0
