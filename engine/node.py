@@ -45,7 +45,8 @@ log = logging.getLogger("engine.node")
 ROLES = ("data", "seats", "ingress", "workers")
 EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_BROKER_DIED = 0, 1, 2, 69
 STEP_SECONDS = 10.0     # a drain step's bound on a healthy broker
-CUT_STEP_SECONDS = 1.0  # on a cut drain nothing can be acknowledged: give up on a step quickly
+CUT_STEP_SECONDS = 1.0
+MAILBOX_CREATES_IN_FLIGHT = 8  # overlapping creates hides round trips; the broker's fsync bounds the rest  # on a cut drain nothing can be acknowledged: give up on a step quickly
 ACK_WAIT_ENV = "CREWLET_QUEUE_ACK_WAIT_SECONDS"  # tests only: see queue_tuning
 
 
@@ -304,13 +305,33 @@ class Node:
 
     async def ensure_mailboxes(self, company: Company) -> None:
         """Every agent seat's inbox and control mailbox, before any seat is claimed (seed 000,
-        "A seat's mailbox exists before the seat is running"): not this node's share, all."""
+        "A seat's mailbox exists before the seat is running"): not this node's share, all.
+
+        The broker is asked once which mailboxes it already holds, so a restart or an apply
+        creates only what is missing; the creates overlap a few at a time (each is a round
+        trip and, with `sync: always`, an fsync on the broker)."""
         began = time.monotonic()
         seats = company.agent_seats()
+        wanted = []
         for seat in seats:
-            await self.queue.ensure_subscription(topics.agent_inbox(seat.handle), topics.inbox_group(seat.handle))
-            await self.queue.ensure_subscription(topics.agent_control(seat.handle), topics.control_group(seat.handle))
-        log.info("mailboxes_ensured", extra={"seats": len(seats), "duration_ms": int((time.monotonic() - began) * 1000)})
+            wanted.append((topics.agent_inbox(seat.handle), topics.inbox_group(seat.handle)))
+            wanted.append((topics.agent_control(seat.handle), topics.control_group(seat.handle)))
+        existing: set[tuple[str, str]] = set()
+        try:
+            for kind in ("inbox", "control"):
+                existing |= set(await self.queue.list_subscriptions(topics.agent_pattern(kind)))
+        except Exception as exc:  # listing is an optimisation; creating is idempotent anyway
+            log.warning("mailbox_listing_failed", extra={"error": str(exc)})
+        missing = [pair for pair in wanted if pair not in existing]
+        gate = asyncio.Semaphore(MAILBOX_CREATES_IN_FLIGHT)
+
+        async def ensure(pair: tuple[str, str]) -> None:
+            async with gate:
+                await self.queue.ensure_subscription(*pair)
+
+        await asyncio.gather(*(ensure(pair) for pair in missing))
+        log.info("mailboxes_ensured", extra={"seats": len(seats), "mailboxes_created": len(missing),
+                                             "duration_ms": int((time.monotonic() - began) * 1000)})
 
     # -- serving ---------------------------------------------------------------------------
     async def _start_services(self) -> None:
