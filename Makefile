@@ -35,8 +35,15 @@ migrate: setup
 run: migrate
 	@set -a && source $(DEV_ENV) && set +a && exec $(PY) manage.py crewlet_node --config $(CONFIG) --company $(COMPANY)
 
-test: setup
+test: setup chromium
 	@set -a && source $(DEV_ENV) && set +a && $(PY) -m pytest -q
+
+# The browser tests drive Debian's Chromium through Playwright (never `playwright install`).
+chromium:
+	@test -x /usr/bin/chromium || { \
+	  echo "installing chromium for the browser tests (apt-get)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
 
 bench: setup
 	@set -a && source $(DEV_ENV) && set +a && for b in benchmarks/*.py; do $(PY) $$b || exit 1; done

@@ -3,6 +3,7 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crewlet_site.settings")
 
+from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from django.core.asgi import get_asgi_application  # noqa: E402
 
@@ -12,7 +13,7 @@ from django.urls import Resolver404, resolve  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns as websocket_routes  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_app, "websocket": URLRouter(websocket_routes)})
+application = ProtocolTypeRouter({"http": django_app, "websocket": AuthMiddlewareStack(URLRouter(websocket_routes))})
 
 
 def is_route(path: str) -> bool:

@@ -1,6 +1,8 @@
 """The HTTP surface: the REST API at the root (as the seeds spell its routes), admin, docs."""
 from django.contrib import admin
-from django.urls import include, path
+from django.contrib.staticfiles.views import serve as serve_static
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 
 from crewlet_site.api import api, mount_routers
 
@@ -12,5 +14,7 @@ admin.site.site_title = "Crewlet"
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("dashboard/", include("dashboard.urls")),
+    re_path(r"^static/(?P<path>.+)$", serve_static, {"insecure": True}),  # the node is its own web server
+    path("", RedirectView.as_view(url="/dashboard/", permanent=False)),
     path("", api.urls),
 ]

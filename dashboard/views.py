@@ -1,0 +1,182 @@
+"""The dashboard's screens (seed 002, "Querying events", "Dashboard Trace View"; seed 000,
+"Broadcast Streams"): Overview, Event log, an event's detail and its `inspect ->`, Trace
+view, Seat page, Company page.
+
+Every screen is a Django template with a little vanilla JS (static/dashboard/): the pages
+that move (Overview, Event log, Trace, Seat) draw from the /ws/stream socket's snapshot,
+frames and queries; what a page knows when it is served (an event, a seat's history, the
+revisions) is rendered here from the same functions the REST routes call. Views are async:
+they read the live projection on the loop that updates it, and the store on the
+dashboard's read threads.
+
+Sign-in is a Django user (`/dashboard/login/`); pausing and resuming a seat takes a staff
+user and a CSRF-protected POST.
+"""
+from __future__ import annotations
+
+import functools
+import json
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth import views as auth_views
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseRedirect
+from django.shortcuts import render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from dashboard import projection as live
+from dashboard import queries
+from dashboard import seatpage
+from engine import revisions, runtime
+from engine.api import redact
+from events import categories
+from events.queries import EventQueryError, get_event, trace as trace_events
+
+LOGIN_URL = "/dashboard/login/"
+INSPECTABLE = frozenset({"agent_turn_completed", "agent_turn_started", "agent_phase_completed"})
+WINDOWS = (("", "any time"), ("15m", "last 15 minutes"), ("1h", "last hour"), ("24h", "last 24 hours"), ("7d", "last 7 days"))
+
+
+def operator_required(view):
+    """A signed-in user, or the sign-in page; `request.user` resolved for the template."""
+
+    @functools.wraps(view)
+    async def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        user = await request.auser()
+        if not user.is_authenticated:
+            return HttpResponseRedirect(f"{LOGIN_URL}?{urlencode({'next': request.get_full_path()})}")
+        request.user = user  # the templates read it; resolved here, off the loop's sync path
+        return await view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _page(request: HttpRequest, template: str, page: str, **context: Any) -> HttpResponse:
+    projection = live.current()
+    context.setdefault("company_name", getattr(getattr(projection, "_company", None), "name", None))
+    node = runtime.current()
+    context.setdefault("node_id", getattr(node, "node_id", None))
+    return render(request, template, {"page": page, **context})
+
+
+class LoginView(auth_views.LoginView):
+    template_name = "dashboard/login.html"
+    redirect_authenticated_user = True
+
+
+class LogoutView(auth_views.LogoutView):
+    next_page = LOGIN_URL
+
+
+# -- overview, event log --------------------------------------------------------------------
+@operator_required
+async def overview(request: HttpRequest) -> HttpResponse:
+    return _page(request, "dashboard/overview.html", "overview")
+
+
+@operator_required
+async def event_log(request: HttpRequest) -> HttpResponse:
+    return _page(request, "dashboard/events.html", "events", categories=categories.CATEGORIES, windows=WINDOWS)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+async def _event_or_404(event_id: str) -> dict[str, Any]:
+    try:
+        item = await queries.run_read(get_event, event_id)
+    except EventQueryError as exc:
+        raise Http404(exc.detail) from None
+    if item is None:
+        raise Http404(f"id: no event {event_id} in this node's store")
+    return item
+
+
+@operator_required
+async def event_detail(request: HttpRequest, event_id: str) -> HttpResponse:
+    item = await _event_or_404(event_id)
+    envelope = [(k, item.get(k)) for k in ("id", "type", "category", "timestamp", "source", "node", "trace_id",
+                                            "span_id", "parent_span_id", "delegation_depth", "parent_turn_id")]
+    return _page(request, "dashboard/event.html", "events", item=item, envelope=envelope, payload=_pretty(item),
+                 inspectable=item.get("type") in INSPECTABLE)
+
+
+@operator_required
+async def event_inspect(request: HttpRequest, event_id: str) -> HttpResponse:
+    """`inspect ->` on an LLM turn event: the prompts and responses of the turn's phases."""
+    item = await _event_or_404(event_id)
+    if item.get("type") not in INSPECTABLE:
+        raise Http404(f"{item.get('type')}: only a turn or a phase has prompts to inspect")
+    phases = [item]
+    if item["type"] != "agent_phase_completed" and item.get("trace_id"):
+        turn_id = item.get("turn_id")
+        siblings = await queries.run_read(trace_events, item["trace_id"])
+        phases = [e for e in siblings if e.get("type") == "agent_phase_completed" and (not turn_id or e.get("turn_id") == turn_id)]
+    return _page(request, "dashboard/inspect.html", "events", item=item, phases=phases,
+                 rounds=[(p, _pretty(p.get("rounds") or [])) for p in phases])
+
+
+# -- traces -----------------------------------------------------------------------------------
+@operator_required
+async def trace_search(request: HttpRequest) -> HttpResponse:
+    """The search box: a pasted trace id opens its tree."""
+    trace_id = (request.GET.get("trace_id") or "").strip()
+    if not trace_id:
+        return HttpResponseRedirect(reverse("dashboard:events"))
+    return HttpResponseRedirect(reverse("dashboard:trace", args=[trace_id]))
+
+
+@operator_required
+async def trace_view(request: HttpRequest, trace_id: str) -> HttpResponse:
+    return _page(request, "dashboard/trace.html", "trace", trace_id=trace_id)
+
+
+# -- seats --------------------------------------------------------------------------------------
+@operator_required
+async def seat_page(request: HttpRequest, handle: str) -> HttpResponse:
+    context = await seatpage.context(handle, request)
+    if context is None:
+        raise Http404(f"handle: {handle!r} is no seat of the company")
+    return _page(request, "dashboard/seat.html", "seat", **context)
+
+
+def _staff_post(view):
+    @functools.wraps(view)
+    async def wrapper(request: HttpRequest, handle: str) -> HttpResponse:
+        if not request.user.is_staff:
+            return HttpResponseForbidden("pausing and resuming a seat takes a staff user")
+        return await view(request, handle)
+
+    return require_POST(operator_required(wrapper))
+
+
+@_staff_post
+async def seat_pause(request: HttpRequest, handle: str) -> HttpResponse:
+    reason = (request.POST.get("reason") or "").strip() or "paused from the dashboard"
+    outcome = await seatpage.pause(request, handle, reason=reason, stop_running=request.POST.get("stop_running") == "on")
+    messages.add_message(request, messages.INFO if outcome.ok else messages.ERROR, outcome.message)
+    return HttpResponseRedirect(reverse("dashboard:seat", args=[handle]))
+
+
+@_staff_post
+async def seat_resume(request: HttpRequest, handle: str) -> HttpResponse:
+    outcome = await seatpage.resume(request, handle)
+    messages.add_message(request, messages.INFO if outcome.ok else messages.ERROR, outcome.message)
+    return HttpResponseRedirect(reverse("dashboard:seat", args=[handle]))
+
+
+# -- company ------------------------------------------------------------------------------------
+def _revisions() -> tuple[Any, list[Any]]:
+    return revisions.latest_activated(), revisions.list_revisions(100)
+
+
+@operator_required
+async def company(request: HttpRequest) -> HttpResponse:
+    active, rows = await queries.run_read(_revisions)
+    node = runtime.current()
+    return _page(request, "dashboard/company.html", "company", active=active, revisions=rows,
+                 document=redact(active.document) if active is not None else "",
+                 serving=getattr(getattr(node, "state", None), "revision", None))

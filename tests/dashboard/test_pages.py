@@ -1,0 +1,156 @@
+"""The screens through Django's async test client, on the loop the twin node runs on: who may
+see them, what an event's detail and `inspect ->` show, the company page's redaction, the
+seat page's pause and resume (staff, CSRF, the REST route's own function), the admin."""
+from __future__ import annotations
+
+import html
+import re
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
+from django.test import AsyncClient
+
+from engine import runtime
+from engine.config import parse_company
+from engine.coord.local import LocalCoord
+from engine.revisions import store_revision
+from events.store import write_events
+from tests.dashboard.conftest import make_event
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
+
+T0 = datetime.now(timezone.utc) - timedelta(minutes=10)
+SECRET_DOC = """name: nimbus
+org:
+  seats:
+    - {handle: alice, kind: agent}
+integrations:
+  github:
+    webhook_secret: "literally-the-secret"
+    users: {}
+"""
+
+
+@pytest.fixture
+async def node(twin):
+    """The twin as this process's running node (the views and the seats routes reach it so)."""
+    twin.coord = LocalCoord()
+    twin.stopping = False
+    twin.env = {}
+    runtime.set_node(twin)
+    try:
+        yield twin
+    finally:
+        runtime.clear_node(twin)
+
+
+async def signed_in(staff: bool, **client_kwargs) -> AsyncClient:
+    make = get_user_model().objects.create_superuser if staff else get_user_model().objects.create_user
+    name = "root" if staff else "viewer"
+    user = await sync_to_async(make)(name, password="a-long-password-1", **({"email": "root@example.com"} if staff else {}))
+    client = AsyncClient(**client_kwargs)
+    await client.aforce_login(user)
+    return client
+
+
+async def test_every_screen_asks_for_a_sign_in_and_the_root_leads_to_the_dashboard():
+    client = AsyncClient()
+    response = await client.get("/")
+    assert response.status_code == 302 and response["Location"] == "/dashboard/"
+    for url in ("/dashboard/", "/dashboard/events/", "/dashboard/company/", "/dashboard/seats/alice/",
+                "/dashboard/traces/abc/"):
+        response = await client.get(url)
+        assert response.status_code == 302 and response["Location"].startswith("/dashboard/login/?next="), url
+    login = await client.get("/dashboard/login/")
+    assert login.status_code == 200 and b"csrfmiddlewaretoken" in login.content
+
+
+async def test_a_user_signs_in_with_a_password_and_a_csrf_token():
+    await sync_to_async(get_user_model().objects.create_user)("ops", password="a-long-password-1")
+    client = AsyncClient(enforce_csrf_checks=True)
+    page = await client.get("/dashboard/login/")
+    token = re.search(rb'name="csrfmiddlewaretoken" value="([^"]+)"', page.content).group(1).decode()
+    response = await client.post("/dashboard/login/", {"username": "ops", "password": "a-long-password-1",
+                                                       "csrfmiddlewaretoken": token, "next": "/dashboard/events/"})
+    assert response.status_code == 302 and response["Location"] == "/dashboard/events/"
+    assert (await client.get("/dashboard/events/")).status_code == 200
+
+
+async def test_an_event_detail_pretty_prints_its_payload_and_a_turn_can_be_inspected(company):
+    trace_id = "0af7651916cd43dd8448eb211c80319c"
+    phase = make_event("agent_phase_completed", company, "alice", at=T0, trace_id=trace_id, turn_id="t1", phase="act",
+                       system_prompt="You are alice.", user_prompt="Fix <the> bug", response="Done & dusted")
+    turn = make_event("agent_turn_completed", company, "alice", at=T0 + timedelta(seconds=1), trace_id=trace_id,
+                      turn_id="t1", response="Done & dusted")
+    await sync_to_async(write_events)([phase, turn])
+    client = await signed_in(False)
+    detail = await client.get(f"/dashboard/events/{turn.id}/")
+    body = detail.content.decode()
+    assert detail.status_code == 200
+    assert '"turn_id": "t1"' in html.unescape(body) and f'/dashboard/traces/{trace_id}/' in body and "inspect →" in body
+    inspect = (await client.get(f"/dashboard/events/{turn.id}/inspect/")).content.decode()
+    assert "You are alice." in inspect and "Fix &lt;the&gt; bug" in inspect and "Done &amp; dusted" in inspect
+    missing = await client.get("/dashboard/events/00000000-0000-0000-0000-000000000000/")
+    assert missing.status_code == 404
+
+
+async def test_the_company_page_lists_revisions_and_never_shows_a_secret_literal():
+    company = parse_company(SECRET_DOC)
+    await sync_to_async(store_revision)(SECRET_DOC, company, "token:founder", "api", 1)
+    client = await signed_in(False)
+    body = (await client.get("/dashboard/company/")).content.decode()
+    assert "token:founder" in body and "[redacted]" in body
+    assert "literally-the-secret" not in body
+
+
+async def test_the_revision_admin_redacts_and_activates_through_the_running_node(node):
+    company = parse_company(SECRET_DOC)
+    row = await sync_to_async(store_revision)(SECRET_DOC, company, "token:founder", "api", None)
+    activated = []
+
+    async def activate_document(text, parsed, who, source="api"):
+        activated.append((parsed.name, who, source))
+        from engine.revisions import Activation
+        return Activation(7, parsed.digest(), text, who, "", "")
+
+    node.activate_document = activate_document
+    client = await signed_in(True)
+    change = (await client.get(f"/admin/engine/companyrevision/{row.pk}/change/")).content.decode()
+    assert "[redacted]" in change and "literally-the-secret" not in change
+    response = await client.post("/admin/engine/companyrevision/", {"action": "activate_revision", "_selected_action": [row.pk]})
+    assert response.status_code == 302
+    assert activated == [("nimbus", "admin:root", "admin")]
+
+
+async def test_the_seat_page_shows_the_seat_and_a_staff_user_pauses_and_resumes_it(node):
+    viewer = await signed_in(False)
+    page = await viewer.get("/dashboard/seats/alice/")
+    assert page.status_code == 200 and b'data-handle="alice"' in page.content
+    assert b'data-action="pause"' not in page.content  # no buttons for a non-staff user
+    assert (await viewer.post("/dashboard/seats/alice/pause", {"reason": "x"})).status_code == 403
+
+    staff = await signed_in(True, enforce_csrf_checks=True)
+    page = await staff.get("/dashboard/seats/alice/")
+    assert b'data-action="pause"' in page.content
+    assert (await staff.post("/dashboard/seats/alice/pause", {"reason": "no token"})).status_code == 403  # CSRF
+    token = staff.cookies["csrftoken"].value
+    response = await staff.post("/dashboard/seats/alice/pause", {"reason": "review", "csrfmiddlewaretoken": token})
+    assert response.status_code == 302
+    from seats.pauses import PauseBook
+
+    pause = await PauseBook(node.coord).get("alice")
+    assert pause is not None and pause.reason == "review" and pause.paused_by == "user:root"
+    await staff.post("/dashboard/seats/alice/resume", {"csrfmiddlewaretoken": token})
+    assert await PauseBook(node.coord).get("alice") is None
+    assert (await staff.get("/dashboard/seats/nobody/")).status_code == 404
+
+
+async def test_the_admin_shows_which_seats_are_paused_from_the_coordination_store(node):
+    from seats.pauses import PauseBook
+
+    await PauseBook(node.coord).pause("bob", reason="too chatty", stop_running=False, paused_by="user:root")
+    client = await signed_in(True)
+    body = (await client.get("/admin/seats/pauses/")).content.decode()
+    assert "bob" in body and "too chatty" in body
