@@ -27,7 +27,9 @@ from typing import Any
 
 from dashboard import queries
 from dashboard.outbox import Outbox, encode
-from dashboard.seatstate import PAUSE_TYPES, STORED_MOVES, TURN_COMPLETED, SeatView, budget_stops, tokens_of
+from dashboard.totals import WINDOW_MINUTES, Totals
+from dashboard.seatstate import (PAUSE_TYPES, STORED_MOVES, TURN_COMPLETED, SeatView, budget_stops, tokens_of,
+                                 windows_of_snapshot)
 from engine.coord.leases import seat_key
 from engine.queue import topics
 from events import categories
@@ -39,8 +41,8 @@ log = logging.getLogger("dashboard.projection")
 FEED_SIZE = 300              # "the last few hundred" fed events (seed 002)
 STREAM_BUFFER = 8192         # the projection's own broadcast buffer: ~16 s at 500 events/s
 SEAT_REPLAY = 50             # a seat's newest state events replayed through the reducer at seed
-WINDOW_MINUTES = 24 * 60     # turns and tokens "in the last 24 hours", to the minute
-HOLDER_REFRESH_SECONDS = 15.0  # the seat leases re-read: a node that died says nothing itself
+REFRESH_SECONDS = 15.0       # the seat leases and budget windows re-read: a node that died says
+                             # nothing itself, and budget_meters' own tick is 15 s (seed 002)
 
 _running: "LiveProjection | None" = None
 
@@ -56,32 +58,6 @@ def item_of(event: Event) -> dict[str, Any]:
     item["category"] = categories.category_of(event.type)
     item["summary"] = event.summary()
     return item
-
-
-class Totals:
-    """Completed turns and their tokens per minute over the last day, company-wide and per seat."""
-
-    def __init__(self) -> None:
-        self.buckets: dict[int, list[int]] = collections.defaultdict(lambda: [0, 0])
-        self.per_seat: dict[str, dict[int, list[int]]] = collections.defaultdict(lambda: collections.defaultdict(lambda: [0, 0]))
-
-    def add(self, minute: int, handle: str, turns: int, tokens: int) -> None:
-        for buckets in (self.buckets, self.per_seat[handle]):
-            bucket = buckets[minute]
-            bucket[0] += turns
-            bucket[1] += tokens
-
-    def _sum(self, buckets: dict[int, list[int]], now_minute: int) -> tuple[int, int]:
-        floor = now_minute - WINDOW_MINUTES
-        for minute in [m for m in buckets if m <= floor]:
-            del buckets[minute]
-        return sum(b[0] for b in buckets.values()), sum(b[1] for b in buckets.values())
-
-    def company(self, now_minute: int) -> tuple[int, int]:
-        return self._sum(self.buckets, now_minute)
-
-    def seat(self, handle: str, now_minute: int) -> tuple[int, int]:
-        return self._sum(self.per_seat[handle], now_minute) if handle in self.per_seat else (0, 0)
 
 
 class LiveProjection:
@@ -139,7 +115,8 @@ class LiveProjection:
             self.apply(event, seeded=True)
         self.started_at = format_timestamp(datetime.now(timezone.utc))
         await self._refresh_holders()
-        self._tasks.append(asyncio.create_task(self._holder_loop(), name="projection-holders"))
+        await self._refresh_budgets()
+        self._tasks.append(asyncio.create_task(self._refresh_loop(), name="projection-refresh"))
         _running = self
         log.info("live_projection_started", extra={"seats": len(self.seats), "feed": len(self.feed), "history": self.history})
 
@@ -252,10 +229,25 @@ class LiveProjection:
         if changed and self.started_at is not None:
             self._broadcast({"type": "seats", "seats": [self.seat_row(h) for h in changed]})
 
-    async def _holder_loop(self) -> None:
+    async def _refresh_budgets(self) -> None:
+        """The budget windows as GET /budgets reads them (its own function), so a seat reads
+        `stopped`/`budget` whether or not any node publishes budget_meters."""
+        if queries.route_query("budgets") is None:
+            return
+        try:
+            snapshot = await queries.answer("budgets", {}, queries.socket_request("projection"))
+        except queries.QueryFailed as exc:
+            log.debug("live_projection_budgets_unread", extra={"error": exc.detail})
+            return
+        changed = self._apply_budgets(windows_of_snapshot(snapshot), format_timestamp(datetime.now(timezone.utc)))
+        if changed and self.started_at is not None:
+            self._broadcast({"type": "seats", "seats": [self.seat_row(h) for h in changed]})
+
+    async def _refresh_loop(self) -> None:
         while True:
-            await asyncio.sleep(HOLDER_REFRESH_SECONDS)
+            await asyncio.sleep(REFRESH_SECONDS)
             await self._refresh_holders()
+            await self._refresh_budgets()
 
     # -- the live stream ------------------------------------------------------------------
     async def _on_event(self, event: Event) -> None:
@@ -301,7 +293,9 @@ class LiveProjection:
         if view is not None and view.apply(event):
             changed.append(view.handle)
         if event.type == "budget_meters":
-            changed.extend(self._apply_budgets(event))
+            taken = event.get("taken_at")
+            changed.extend(self._apply_budgets(list(event.get("windows") or []),
+                                               taken.isoformat() if taken else format_timestamp(event.timestamp)))
         totals = None
         if event.type == TURN_COMPLETED and not event.get("suspended") and event.timestamp >= (self._since or event.timestamp):
             self.totals.add(queries.minute_of(event.timestamp), handle or str(event.get("agent_id") or ""), 1, tokens_of(event))
@@ -319,9 +313,9 @@ class LiveProjection:
             frame["totals"] = totals
         self._broadcast(frame)
 
-    def _apply_budgets(self, event: Event) -> list[str]:
-        windows = list(event.get("windows") or [])
-        self.budgets = {"windows": windows, "taken_at": event.get("taken_at") or format_timestamp(event.timestamp)}
+    def _apply_budgets(self, windows: list[dict[str, Any]], taken_at: str) -> list[str]:
+        """Each agent seat's `stopped`/`budget` from the windows: the handles that changed."""
+        self.budgets = {"windows": windows, "taken_at": taken_at}
         company, per_seat = budget_stops(windows)
         changed = []
         for view in self.seats.values():

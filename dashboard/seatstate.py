@@ -12,7 +12,7 @@ it), working, parked, held, idle. A human seat has no state: nothing runs it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from events.envelope import Event, format_timestamp
@@ -69,7 +69,6 @@ class SeatView:
     last_error: dict[str, Any] | None = None
     turns_24h: int = 0
     tokens_24h: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def is_agent(self) -> bool:
@@ -250,3 +249,15 @@ def budget_stops(windows: list[dict[str, Any]]) -> tuple[dict[str, Any] | None, 
         elif window.get("agent_handle"):
             seats.setdefault(str(window["agent_handle"]), brief)
     return company, seats
+
+
+def windows_of_snapshot(snapshot: dict[str, Any]) -> list[dict[str, Any]]:
+    """GET /budgets' answer ({"company": {period: window}, "seats": {handle: {period: window}}})
+    as the flat window list a budget_meters snapshot carries."""
+    windows: list[dict[str, Any]] = []
+    for period, window in ((snapshot or {}).get("company") or {}).items():
+        windows.append({**window, "scope": "company", "period": period})
+    for handle, periods in ((snapshot or {}).get("seats") or {}).items():
+        for period, window in (periods or {}).items():
+            windows.append({**window, "scope": "seat", "agent_handle": handle, "period": period})
+    return windows

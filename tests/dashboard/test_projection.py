@@ -165,3 +165,30 @@ async def test_a_new_revision_adds_and_removes_seats(twin, company):
     await twin.projection.on_company(parse_company("name: nimbus\norg:\n  seats:\n    - {handle: alice, kind: agent}\n    - {handle: dan, kind: agent}\n"))
     assert set(twin.projection.seats) == {"alice", "dan"}
     assert '"type":"seats"' in await outbox.next()
+
+
+async def test_a_seat_reads_stopped_budget_from_the_windows_get_budgets_reports(company):
+    """No node need publish budget_meters: the projection reads the refusing window itself,
+    through the function GET /budgets calls."""
+    from engine import runtime
+    from engine.config import parse_company
+    from seats.budgets import Budgets
+
+    capped = parse_company(
+        "name: nimbus\norg:\n  seats:\n    - {handle: alice, kind: agent, token_budget: {day: 100}}\n"
+        "    - {handle: bob, kind: agent}\n")
+    coord = LocalCoord()
+    projection, queue = await projection_on(capped, coord=coord)
+    projection.node.stopping = False
+    runtime.set_node(projection.node)
+    try:
+        await Budgets(coord).charge(capped, capped.seat_by_handle("alice"), 150)
+        await projection._refresh_budgets()
+        alice, bob = projection.seat_row("alice"), projection.seat_row("bob")
+        assert alice["state"] == "stopped" and alice["stopped"]["reason"] == "budget"
+        assert alice["stopped"]["period"] == "day" and alice["stopped"]["ceiling"] == 100
+        assert bob["stopped"] is None
+    finally:
+        runtime.clear_node(projection.node)
+        await projection.stop(False)
+        await queue.close()
