@@ -120,38 +120,59 @@ class Node:
         runtime.set_node(self)
         try:
             try:
-                try:
-                    await self._recover()
-                    self.state.phase = PREPARING
-                    log.info("engine_recovered", extra={"node": self.node_id, "roles": ",".join(self.roles)})
-                    await self._prepare()
-                except BootError:
-                    raise
-                except Exception as exc:  # a broker or store refusal: named, never a traceback
-                    log.debug("node_boot_error", exc_info=True)
-                    raise BootError(f"boot failed while {self.state.phase}: {exc}") from None
+                if not await self._unless_stopped(self._boot()):
+                    await self._teardown()  # a signal or a fatal arrived during the boot
+                    return self._exit_code
             except BootError as exc:
                 log.error("node_boot_failed", extra={"error": str(exc)})
                 self._print_fatal(str(exc))
                 self._exit_code = exc.exit_code
                 await self._teardown(boot_failed=True)
                 return self._exit_code
-            if self.stopping:  # a signal or a fatal arrived during the boot
-                await self._teardown()
-                return self._exit_code
             self.state.phase = SERVING
             log.info("node_serving", extra={"node": self.node_id, "seats_role": "seats" in self.roles})
             await self._record(OrgStarted(company=self.company.name if self.company else "", revision=str(self.generation or ""),
                                           seat_count=len(self.company.agent_seats()) if self.company else 0))
-            await self._start_services()
-            self._start_loops()
-            await self._stopping.wait()
+            if await self._unless_stopped(self._start_services()):
+                self._start_loops()
+                await self._stopping.wait()
             self.state.phase = DRAINING
             await self._teardown()
             return self._exit_code
         finally:
             self.state.phase = STOPPED
             runtime.clear_node(self)
+
+    async def _boot(self) -> None:
+        """Recover what the node holds, then prepare the company; BootError names what failed."""
+        try:
+            await self._recover()
+            self.state.phase = PREPARING
+            log.info("engine_recovered", extra={"node": self.node_id, "roles": ",".join(self.roles)})
+            await self._prepare()
+        except BootError:
+            raise
+        except Exception as exc:  # a broker or store refusal: named, never a traceback
+            log.debug("node_boot_error", exc_info=True)
+            raise BootError(f"boot failed while {self.state.phase}: {exc}") from None
+
+    async def _unless_stopped(self, step) -> bool:
+        """Run a step of the boot, abandoning it when a stop arrives first (a signal, or a fatal
+        such as the broker dying mid-boot, must not wait for a step stuck on that broker).
+        True when the step finished."""
+        task = asyncio.ensure_future(step)
+        stopped = asyncio.ensure_future(self._stopping.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+        if task.done():
+            task.result()  # re-raises the step's own error
+            return True
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+        return False
 
     def _print_fatal(self, message: str) -> None:
         import sys

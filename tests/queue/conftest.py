@@ -96,6 +96,16 @@ async def backend(request, tmp_path) -> AsyncIterator[Backend]:
 
 
 @pytest.fixture
+async def memory_backend() -> AsyncIterator[MemoryBackend]:
+    """The twin alone, for the few cases about what only the twin has (its broker object)."""
+    b = MemoryBackend(FAST)
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+@pytest.fixture
 async def queue(backend) -> EventQueue:
     """One client: the common case."""
     return await backend.client("node-a")

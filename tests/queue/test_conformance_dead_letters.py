@@ -115,9 +115,8 @@ async def test_dead_letters_of_distinct_pairs_never_alias(queue):
         assert inspector.labels == [f"poison-{group}"]
 
 
-async def test_the_twin_keeps_dead_letters_for_inspection(backend):
-    if backend.name != "memory":
-        pytest.skip("the twin's broker object is what a test inspects directly")
+async def test_the_twin_keeps_dead_letters_for_inspection(memory_backend):
+    backend = memory_backend  # what only the twin has: its broker object, inspected directly
     queue = await backend.client("node-a")
     await queue.ensure_subscription(INBOX, GROUP)
     sent = await queue.publish(INBOX, probe("poison"))
