@@ -47,6 +47,9 @@ org:
 """
 
 
+TAIL_POLL_SECONDS = 0.05  # how often the wait for the last deliveries looks again
+
+
 def pct(values: list[float], p: float) -> float:
     if not values:
         return float("nan")
@@ -160,7 +163,7 @@ async def stream_run(args) -> dict:
         total = int(args.rate * args.seconds)
         deadline = time.monotonic() + 10  # the tail in flight when the publisher finished
         while time.monotonic() < deadline and any(len(r.seen) + r.gaps < total for r in [*sockets, baseline]):
-            await asyncio.sleep(0.05)
+            await asyncio.sleep(TAIL_POLL_SECONDS)
         await nc.close()
         return {"published": json.loads(out.decode().strip().splitlines()[-1]), "total": total,
                 "sockets": sockets, "baseline": baseline}

@@ -76,7 +76,7 @@ class LiveProjection:
         self.started_at: str | None = None
         self.outboxes: set[Outbox] = set()
         self._stream_buffer = stream_buffer
-        self._company: Any = None
+        self.company: Any = None                     # the revision the roster follows
         self._agent_handles: dict[str, str] = {}     # agent id -> handle
         self._sub: Any = None
         self._since: datetime | None = None          # live counting starts here; the seed ends here
@@ -88,7 +88,7 @@ class LiveProjection:
     # -- the service ----------------------------------------------------------------------
     async def on_company(self, company: Any) -> None:
         """The roster follows the active revision: new seats appear, removed ones go."""
-        self._company = company
+        self.company = company
         self._agent_handles = {str(company.agent_id_for(s.handle)): s.handle for s in company.org.seats}
         roster = {}
         for seat in company.org.seats:
@@ -102,7 +102,7 @@ class LiveProjection:
 
     async def start(self) -> None:
         global _running
-        if self._company is None and getattr(self.node, "company", None) is not None:
+        if self.company is None and getattr(self.node, "company", None) is not None:
             await self.on_company(self.node.company)
         self._pending = []
         self._since = datetime.now(timezone.utc)
@@ -361,7 +361,7 @@ class LiveProjection:
         return {
             "type": "snapshot",
             "node": getattr(node, "node_id", None),
-            "company": getattr(self._company, "name", None),
+            "company": getattr(self.company, "name", None),
             "revision": getattr(state, "revision", None),
             "seats": self.seat_rows(),
             "feed": list(self.feed),

@@ -55,7 +55,7 @@ def operator_required(view):
 
 def _page(request: HttpRequest, template: str, page: str, **context: Any) -> HttpResponse:
     projection = live.current()
-    context.setdefault("company_name", getattr(getattr(projection, "_company", None), "name", None))
+    context.setdefault("company_name", getattr(getattr(projection, "company", None), "name", None))
     node = runtime.current()
     context.setdefault("node_id", getattr(node, "node_id", None))
     return render(request, template, {"page": page, **context})
