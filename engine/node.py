@@ -33,6 +33,7 @@ from engine.coord.leases import Lease, LeaseManager
 from engine.keyring import Keyring
 from engine.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
 from engine.queue import topics
+from engine.queue.contract import Tuning
 from engine.watchdog import EXIT_WATCHDOG, Watchdog
 from events.envelope import Event, new
 from events.tracing import trace_of
@@ -501,16 +502,18 @@ class Node:
         log.info("node_stopped", extra={"exit_code": self._exit_code})
 
 
-def queue_tuning(env: dict | None) -> "Tuning":
+def queue_tuning(env: dict | None) -> Tuning:
     """The queue contract's timings. A process test may shorten the ack window -- the backstop
     that returns a killed node's in-flight mail -- through CREWLET_QUEUE_ACK_WAIT_SECONDS; a
     node in production keeps the seed's 30 minutes."""
     import os
 
-    from engine.queue.contract import Tuning
-
     raw = (env if env is not None else os.environ).get(ACK_WAIT_ENV)
-    return Tuning(ack_wait_seconds=float(raw)) if raw else Tuning()
+    try:
+        return Tuning(ack_wait_seconds=float(raw)) if raw else Tuning()
+    except ValueError:
+        log.warning("queue_tuning_unrecognised", extra={"variable": ACK_WAIT_ENV, "given": raw})
+        return Tuning()
 
 
 async def _bounded(awaitable, seconds: float, what: str) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import enum
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Awaitable, Callable, Protocol, Sequence, runtime_checkable
 
 from engine.queue.limits import MAX_BATCH_CEILING, MAX_LINGER_SECONDS

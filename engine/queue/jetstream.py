@@ -29,6 +29,7 @@ from nats.aio.client import Client
 
 from engine.queue import topics
 from engine.queue.broker import MAX_PAYLOAD_BYTES
+from engine.queue.broadcast import run_publish_listeners
 from engine.queue.contract import (
     STREAM_BUFFER,
     BatchHandler,
@@ -256,13 +257,7 @@ class JetStreamQueue:
         if ack.duplicate:
             log.info("publish_duplicate", extra={"topic": topic, "dedupe_id": dedupe_id})
             return stamped
-        for listener in list(self._listeners):
-            try:
-                result = listener(topic, stamped)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception:  # telemetry must not be able to fail a publish
-                log.exception("publish_listener_failed", extra={"topic": topic, "event_id": str(stamped.id)})
+        await run_publish_listeners(self._listeners, topic, stamped)
         return stamped
 
     def add_publish_listener(self, listener: PublishListener) -> None:

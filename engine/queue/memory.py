@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from engine.queue import topics
+from engine.queue.broadcast import BufferedTap
 from engine.queue.contract import STREAM_BUFFER, StreamHandler, SubscriptionError, Tuning
 from events.envelope import Event
 from events.errors import EventDecodeError
@@ -141,59 +142,22 @@ class Durable:
         return sorted(self.in_flight) + list(self.redeliver) + list(self.mailbox)
 
 
-class Tap:
+class Tap(BufferedTap):
     """One broadcast subscriber: a bounded buffer filled by the publish hook and a task that
     empties it into the handler. A full buffer drops the event (counted in `missed`), so a
     slow subscriber never slows a publisher."""
 
     def __init__(self, broker: "MemoryBroker", pattern: str, handler: StreamHandler, buffer: int) -> None:
-        self.pattern = pattern
+        super().__init__(pattern, handler, buffer, name=f"memory-stream:{pattern}")
         self._broker = broker
-        self._handler = handler
-        self._queue: asyncio.Queue[bytes] = asyncio.Queue(maxsize=max(int(buffer), 1))
-        self._missed = 0
-        self._closed = False
-        self._task = asyncio.create_task(self._run(), name=f"memory-stream:{pattern}")
-
-    @property
-    def missed(self) -> int:
-        """Events this subscriber missed because its buffer was full."""
-        return self._missed
-
-    def offer(self, body: bytes) -> None:
-        if self._closed:
-            return
-        try:
-            self._queue.put_nowait(body)
-        except asyncio.QueueFull:
-            self._missed += 1
-
-    async def _run(self) -> None:
-        while True:
-            body = await self._queue.get()
-            try:
-                event = Event.from_json(body)
-            except EventDecodeError:
-                log.warning("stream_event_undecodable", extra={"pattern": self.pattern})
-                continue
-            try:
-                await self._handler(event)
-            except Exception:
-                log.exception("stream_handler_failed", extra={"pattern": self.pattern})
+        self.start_pump()
 
     async def close(self) -> None:
         """End the subscription: no further events reach the handler."""
         if self._closed:
             return
-        self._closed = True
         self._broker.remove_tap(self)
-        self._task.cancel()
-        try:
-            await self._task
-        except asyncio.CancelledError:
-            current = asyncio.current_task()
-            if current is not None and current.cancelling():
-                raise
+        await self.stop_pump()
 
 
 class MemoryBroker:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from engine.queue import topics
+from engine.queue.broadcast import run_publish_listeners
 from engine.queue.contract import (
     STREAM_BUFFER,
     BatchHandler,
@@ -90,11 +91,7 @@ class MemoryQueue:
         if not self._broker.store(topic, stamped.to_json(), dedupe_id=dedupe_id):
             log.info("publish_duplicate", extra={"topic": topic, "dedupe_id": dedupe_id})
             return stamped
-        for listener in list(self._listeners):
-            try:
-                listener(topic, stamped)
-            except Exception:  # telemetry must not be able to fail a publish
-                log.exception("publish_listener_failed", extra={"topic": topic, "event_id": str(stamped.id)})
+        await run_publish_listeners(self._listeners, topic, stamped)
         return stamped
 
     def add_publish_listener(self, listener: PublishListener) -> None:
