@@ -18,11 +18,28 @@ def _config_from_argv(argv: list[str]) -> str | None:
     return None
 
 
+def _without_config(argv: list[str]) -> list[str]:
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--config":
+            skip = True
+        elif not arg.startswith("--config="):
+            out.append(arg)
+    return out
+
+
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crewlet_site.settings")
     config = _config_from_argv(sys.argv[1:])
     if config:
         os.environ["CREWLET_CONFIG"] = config
+        command = sys.argv[1] if len(sys.argv) > 1 else ""
+        if not command.startswith("crewlet_"):
+            # Django's own commands (migrate, createsuperuser, ...) do not know the flag: it
+            # has done its work by naming the node's file, so it leaves their arguments.
+            sys.argv = _without_config(sys.argv)
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(sys.argv)

@@ -280,10 +280,12 @@ class Node:
         activation = await revisions.activate(self.coord, self.keyring, text, company, imported_by)
         await sync_to_async(revisions.store_revision, thread_sensitive=True)(text, company, imported_by, source, activation.generation)
         if previous != activation.generation:
-            await self._record(ConfigRevisionActivated(revision=str(activation.generation), digest=activation.digest,
-                                                       previous_revision=str(previous or ""), activated_by=imported_by))
-            await self.queue.publish(topics.CONFIG_REVISION_ACTIVATED, self._event(ConfigRevisionActivated(
-                revision=str(activation.generation), digest=activation.digest, activated_by=imported_by)))
+            # One event, two subjects: the record, and the nudge every node listens for. The
+            # store keeps it once (its row is keyed on the event's time and id).
+            event = self._event(ConfigRevisionActivated(revision=str(activation.generation), digest=activation.digest,
+                                                        previous_revision=str(previous or ""), activated_by=imported_by))
+            await self._publish_event(event)
+            await self.queue.publish(topics.CONFIG_REVISION_ACTIVATED, event)
         self._nudge.set()
         return activation
 
@@ -447,9 +449,11 @@ class Node:
 
     async def _record(self, data) -> None:
         """Publish an event about the engine on `crewlet.events.{type}`; never fails the caller."""
+        await self._publish_event(self._event(data))
+
+    async def _publish_event(self, event: Event) -> None:
         if self.queue is None:
             return
-        event = self._event(data)
         try:
             await self.queue.publish(topics.event_subject(event.type), event)
         except Exception as exc:
