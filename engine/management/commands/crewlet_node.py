@@ -41,9 +41,10 @@ def banner(cfg, roles, base: str) -> str:
     lines.append(f"  health, ready  {base}/health  {base}/ready")
     if "ingress" in roles:
         lines += [
+            f"  dashboard      {base}/dashboard/  (sign in with a Django user: make superuser)",
             f"  REST API       {base}/events  (Authorization: Bearer <a token from api.auth.tokens>)",
             f"  API docs       {base}/api/docs",
-            f"  admin          {base}/admin/  (create a user: python manage.py createsuperuser)",
+            f"  admin          {base}/admin/",
         ]
     return "\n".join(lines) + "\n"
 
