@@ -19,15 +19,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from dataclasses import dataclass
 from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from engine import revisions, runtime
+from engine import runtime
+from engine.company import CompanyApplier
+from engine.errors import EXIT_BROKER_DIED, EXIT_CONFIG, EXIT_FATAL, EXIT_OK, BootError  # noqa: F401 (re-exported)
 from engine.services import build_services, call_hook
-from engine.config import Company, ConfigError, NodeConfig, parse_company
+from engine.config import Company, NodeConfig
 from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import Lease, LeaseManager
 from engine.keyring import Keyring
@@ -37,14 +38,13 @@ from engine.queue.contract import Tuning
 from engine.watchdog import EXIT_WATCHDOG, Watchdog
 from events.envelope import Event, new
 from events.tracing import trace_of
-from events.types.lifecycle import ConfigRevisionActivated, ConfigRevisionApplied, OrgStarted, OrgStopped
+from events.types.lifecycle import OrgStarted, OrgStopped
 from events.types.placement import AgentSpawned, AgentTerminated
 from seats.placement import NodeProfile, SeatPlacement
 
 log = logging.getLogger("engine.node")
 
 ROLES = ("data", "seats", "ingress", "workers")
-EXIT_OK, EXIT_FATAL, EXIT_CONFIG, EXIT_BROKER_DIED = 0, 1, 2, 69
 STEP_SECONDS = 10.0     # a drain step's bound on a healthy broker
 CUT_STEP_SECONDS = 1.0
 MAILBOX_CREATES_IN_FLIGHT = 8  # overlapping creates hides round trips; the broker's fsync bounds the rest  # on a cut drain nothing can be acknowledged: give up on a step quickly
@@ -60,15 +60,7 @@ class NodeTimings:
     lease_ttl_seconds: float | None = None  # None: coordination.lease_ttl_seconds
 
 
-class BootError(Exception):
-    """The boot cannot go on; the message names the address, path or field."""
-
-    def __init__(self, message: str, exit_code: int = EXIT_FATAL) -> None:
-        self.exit_code = exit_code
-        super().__init__(message)
-
-
-class Node:
+class Node(CompanyApplier):
     def __init__(self, cfg: NodeConfig, *, roles: tuple[str, ...], company_path: str | None = None,
                  env: dict | None = None, timings: NodeTimings = NodeTimings(), imported_by: str = "node") -> None:
         self.cfg = cfg
@@ -247,116 +239,6 @@ class Node:
         if self.presence is not None:
             self.keeper.add(self.presence)
 
-    async def _import_file(self, path: str) -> None:
-        try:
-            with open(path, encoding="utf-8") as fh:
-                text = fh.read()
-        except OSError as exc:
-            raise BootError(f"--company {path}: {exc.strerror or exc}", EXIT_CONFIG) from None
-        try:
-            company = parse_company(text, env=self.env)
-        except ConfigError as exc:
-            raise BootError(f"--company {path}: {exc}", EXIT_CONFIG) from None
-        await self.activate_document(text, company, self.imported_by, source="file")
-
-    async def _reactivate_from_store(self) -> None:
-        """Without --company: keep serving the store's active revision, re-announcing it to a
-        coordination store that has none (an in-process twin starts empty on every boot)."""
-        pointer = await revisions.read_pointer(self.coord, self.keyring)
-        row = await sync_to_async(revisions.latest_activated, thread_sensitive=True)()
-        if row is None:
-            return
-        if pointer is None or (row.digest != pointer.digest and row.activated_at.isoformat() > pointer.imported_at):
-            try:
-                company = parse_company(row.document, env=self.env)
-            except ConfigError as exc:
-                log.error("config_revision_invalid", extra={"error": str(exc)})
-                return
-            await self.activate_document(row.document, company, row.imported_by, source=row.source)
-
-    async def activate_document(self, text: str, company: Company, imported_by: str, source: str = "api") -> revisions.Activation:
-        """Make a validated document the fleet's active revision and nudge every node."""
-        previous = self.generation
-        activation = await revisions.activate(self.coord, self.keyring, text, company, imported_by)
-        await sync_to_async(revisions.store_revision, thread_sensitive=True)(text, company, imported_by, source, activation.generation)
-        if previous != activation.generation:
-            # One event, two subjects: the record, and the nudge every node listens for. The
-            # store keeps it once (its row is keyed on the event's time and id).
-            event = self._event(ConfigRevisionActivated(revision=str(activation.generation), digest=activation.digest,
-                                                        previous_revision=str(previous or ""), activated_by=imported_by))
-            await self._publish_event(event)
-            await self.queue.publish(topics.CONFIG_REVISION_ACTIVATED, event)
-        self._nudge.set()
-        return activation
-
-    async def apply_pointer(self) -> bool:
-        """Apply the active revision when it is newer than what this node serves; True if applied.
-
-        A revision that fails validation here (say, a ${VAR} this node's environment lacks) is
-        refused with the field path and the active one keeps serving.
-        """
-        pointer = await revisions.read_pointer(self.coord, self.keyring)
-        if pointer is None or pointer.generation == self.generation:
-            return False
-        began = time.monotonic()
-        reached = "validated"
-        try:
-            company = parse_company(pointer.document, env=self.env)
-        except ConfigError as exc:
-            log.error("config_revision_refused", extra={"generation": pointer.generation, "error": str(exc)})
-            await self._applied(pointer, False, "received", began, error=str(exc))
-            self.generation = pointer.generation  # refused once; wait for the next revision
-            return False
-        await sync_to_async(revisions.store_revision, thread_sensitive=True)(pointer.document, company, pointer.imported_by, "fleet", pointer.generation)
-        reached = "stored"
-        await self.ensure_mailboxes(company)
-        reached = "mailboxes"
-        self.company, self.generation = company, pointer.generation
-        self.state.configured, self.state.revision = True, pointer.generation
-        for service in self.services:
-            await call_hook(service, "on_company", company)
-        reached = "services"
-        await self._applied(pointer, True, reached, began)
-        log.info("config_revision_applied", extra={"generation": pointer.generation, "company": company.name})
-        return True
-
-    async def _applied(self, pointer, applied: bool, reached: str, began: float, error: str = "") -> None:
-        duration = int((time.monotonic() - began) * 1000)
-        with contextlib.suppress(Exception):
-            await revisions.report_applied(self.coord, self.node_id, pointer.generation, "applied" if applied else "refused", reached, error)
-        await self._record(ConfigRevisionApplied(revision=str(pointer.generation), digest=pointer.digest, applied=applied,
-                                                 reached=reached, error=error, duration_ms=duration))
-
-    async def ensure_mailboxes(self, company: Company) -> None:
-        """Every agent seat's inbox and control mailbox, before any seat is claimed (seed 000,
-        "A seat's mailbox exists before the seat is running"): not this node's share, all.
-
-        The broker is asked once which mailboxes it already holds, so a restart or an apply
-        creates only what is missing; the creates overlap a few at a time (each is a round
-        trip and, with `sync: always`, an fsync on the broker)."""
-        began = time.monotonic()
-        seats = company.agent_seats()
-        wanted = []
-        for seat in seats:
-            wanted.append((topics.agent_inbox(seat.handle), topics.inbox_group(seat.handle)))
-            wanted.append((topics.agent_control(seat.handle), topics.control_group(seat.handle)))
-        existing: set[tuple[str, str]] = set()
-        try:
-            for kind in ("inbox", "control"):
-                existing |= set(await self.queue.list_subscriptions(topics.agent_pattern(kind)))
-        except Exception as exc:  # listing is an optimisation; creating is idempotent anyway
-            log.warning("mailbox_listing_failed", extra={"error": str(exc)})
-        missing = [pair for pair in wanted if pair not in existing]
-        gate = asyncio.Semaphore(MAILBOX_CREATES_IN_FLIGHT)
-
-        async def ensure(pair: tuple[str, str]) -> None:
-            async with gate:
-                await self.queue.ensure_subscription(*pair)
-
-        await asyncio.gather(*(ensure(pair) for pair in missing))
-        log.info("mailboxes_ensured", extra={"seats": len(seats), "mailboxes_created": len(missing),
-                                             "duration_ms": int((time.monotonic() - began) * 1000)})
-
     # -- serving ---------------------------------------------------------------------------
     async def _start_services(self) -> None:
         self.services = build_services(self)
@@ -378,23 +260,6 @@ class Node:
 
     def _agent_seats(self) -> list:
         return self.company.agent_seats() if self.company else []
-
-    async def _revision_loop(self) -> None:
-        with contextlib.suppress(Exception):
-            self._nudge_sub = await self.queue.subscribe_stream(topics.CONFIG_REVISION_ACTIVATED, self._on_nudge)
-        while not self.stopping:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._nudge.wait(), self.timings.revision_poll_seconds)
-            self._nudge.clear()
-            if self.stopping:
-                return
-            try:
-                await self.apply_pointer()
-            except Exception:
-                log.exception("config_revision_poll_failed")
-
-    async def _on_nudge(self, event: Event) -> None:
-        self._nudge.set()
 
     async def _sweep_loop(self) -> None:
         while not self.stopping:
