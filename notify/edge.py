@@ -23,11 +23,13 @@ its dedupe slot given back, so the vendor's retry is taken.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-from weakref import WeakKeyDictionary
+from weakref import WeakKeyDictionary, WeakSet
 
 from engine.coord.contract import CoordError
 from engine.coord.dedupe import DEDUPE_BUCKET, Dedupe
@@ -49,6 +51,8 @@ DEDUPE_NAMESPACE = "webhook"
 # it; a delivery an operator re-sends by hand a day later is treated as new.
 DEDUPE_TTL_SECONDS = 24 * 3600
 ROUTE = "/webhooks/{source}"
+# The inbound_delivery record's id is derived from the delivery's, so it is one row per delivery.
+_RECORD_NAMESPACE = uuid.UUID("6b2f4d18-9e3a-5c70-8d15-a4c3e9b27f61")
 
 
 @dataclass(frozen=True)
@@ -138,18 +142,38 @@ async def _accept(node: Any, source: Any, headers: Mapping[str, str], body: byte
     route = ROUTE.format(source=name)
     raw = new(RawWebhook(integration=name, route=route, event_kind=event_kind, delivery_id=delivery_id,
                          content_type=content_type, headers=kept, raw_body=text), trace, source=name)
+    record = new(InboundDelivery(label=delivery_label("webhook", event_kind), transport="webhook", integration=name,
+                                 event_kind=event_kind, delivery_id=delivery_id, route=route, content_type=content_type,
+                                 headers=kept, raw_body=text), trace, source=name,
+                 id=uuid.uuid5(_RECORD_NAMESPACE, f"{name}\x00{delivery_id}"))
+    # Both publishes in flight at once: the answer waits for one broker round trip, not two. The
+    # record's id is the delivery's, so a record that landed beside a refused delivery and the
+    # record of the vendor's retry are one row.
+    recorded = asyncio.ensure_future(_record(node, record))
     try:
+        await _ensure_work_queue(node.queue)
         await node.queue.publish(topics.NOTIFICATIONS_INBOUND, raw, dedupe_id=f"{name}:{delivery_id}")
     except Exception as exc:
         log.warning("webhook_publish_failed", extra={"source": name, "delivery_id": delivery_id, "error": str(exc)})
         await _unclaim(node, f"{name}:{delivery_id}")
+        await recorded
         return refuse(503, "the event stream did not take the delivery; retry")
-    record = new(InboundDelivery(label=delivery_label("webhook", event_kind), transport="webhook", integration=name,
-                                 event_kind=event_kind, delivery_id=delivery_id, route=route, content_type=content_type,
-                                 headers=kept, raw_body=text), trace, source=name)
-    await _record(node, record)
+    await recorded
     return Answer(202, {"status": "accepted", "delivery_id": delivery_id, "trace_id": trace.trace_id},
                   {"traceparent": trace.traceparent()})
+
+
+_work_queues: "WeakSet[Any]" = WeakSet()
+
+
+async def _ensure_work_queue(queue: Any) -> None:
+    """The inbound work queue's durable subscription, before the first delivery is put on it: the
+    stream keeps a message only while a consumer covers it (interest retention), and the
+    notification service may attach a moment after this node begins serving (seed 000, "A
+    seat's mailbox exists before the seat is running" -- the same rule, for this queue)."""
+    if queue not in _work_queues:
+        await queue.ensure_subscription(topics.NOTIFICATIONS_INBOUND, topics.NOTIFICATIONS_GROUP)
+        _work_queues.add(queue)
 
 
 async def _claim(node: Any, key: str) -> bool:

@@ -65,8 +65,7 @@ async def make_node(company_text: str | None = None, env: dict | None = None) ->
     queue.add_publish_listener(node.on_publish)
     for seat in company.agent_seats():
         await queue.ensure_subscription(topics.agent_inbox(seat.handle), topics.inbox_group(seat.handle))
-    await queue.ensure_subscription(topics.NOTIFICATIONS_INBOUND, topics.NOTIFICATIONS_GROUP)
-    return node
+    return node  # the inbound work queue's subscription is the edge's to ensure
 
 
 @pytest.fixture

@@ -11,7 +11,9 @@ import pytest
 from engine.config import parse_company
 from engine.queue import topics
 from notify import skips
+from notify.service import NotificationService
 from tests.notify import deliveries as d
+from tests.queue.waiting import eventually
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -169,3 +171,16 @@ async def test_a_redelivered_delivery_republishes_the_same_wake_and_skip_ids(nod
     assert len(skipped) == 2 and skipped[0].id == skipped[1].id  # the store keeps one row
     inbox = await node.queue.pending(topics.agent_inbox("alice"), topics.inbox_group("alice"))
     assert inbox == 1  # the broker's dedupe window collapsed the second wake
+
+
+async def test_a_delivery_accepted_before_the_service_attaches_waits_for_it(node):
+    body = d.dumps(d.github_comment("@octo-alice early bird", pr_author="nobody-external"))
+    assert (await node.deliver("github", d.github_headers(body), body)).status == 202
+    service = NotificationService(node)  # attaches only now, as on a node that just began serving
+    await service.start()
+    try:
+        inbox = (topics.agent_inbox("alice"), topics.inbox_group("alice"))
+        await eventually(lambda: node.queue.pending(*inbox), message="the wake on alice's inbox")
+        assert [w.data.salient_body for w in node.wakes("alice")] == ["@octo-alice early bird"]
+    finally:
+        await service.stop(False)
