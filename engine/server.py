@@ -40,10 +40,13 @@ def bind(host: str, port: int, field: str = "api.port") -> socket.socket:
     return sock
 
 
-def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]]) -> int:
+def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]],
+          extra: tuple[socket.socket, ...] = ()) -> int:
     """Run `main()` on the reactor's asyncio loop, with Daphne serving `app` on `sock` when
     given; return main's exit code once it and the listener are done. Without a socket
-    (`api.port: 0`) there is nothing to serve and main runs on a plain asyncio loop."""
+    (`api.port: 0`) there is nothing to serve and main runs on a plain asyncio loop. `extra`
+    sockets (the api.public listener) are served by the same `app`, which tells them apart by
+    the local port in each request's scope."""
     if sock is None:
         import asyncio
 
@@ -82,11 +85,13 @@ def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]]) -
     def adopt() -> None:
         # Runs on the loop's first turn, after run() made the factories: the socket bound
         # before the boot becomes Daphne's listener.
-        port = reactor.adoptStreamPort(sock.fileno(), sock.family, server.http_factory)
-        server.listeners.append(port)
+        for bound in (sock, *extra):
+            port = reactor.adoptStreamPort(bound.fileno(), bound.family, server.http_factory)
+            server.listeners.append(port)
         loop.create_task(runner())
 
     loop.call_soon(adopt)
     server.run()
-    sock.close()
+    for bound in (sock, *extra):
+        bound.close()
     return outcome["code"]

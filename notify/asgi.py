@@ -11,6 +11,11 @@ path the same way when the layer is not mounted, so the surface is one whatever 
     application = ProtocolTypeRouter({"http": WebhookEdge(django_app), ...})
 
 The probe gate stays outermost, so a starting or draining node still answers 503 + Retry-After.
+
+`PublicListener(app, port, state)` is the `api.public` socket's surface (seed 002, "Exposing
+webhooks without the admin API"): a request that arrived on that port gets the webhook routes,
+behind the same phase gate, and every other path the 404 a path nothing serves gets -- no
+probe, no hint that an admin port exists; every other request goes on to `app` unchanged.
 """
 from __future__ import annotations
 
@@ -18,6 +23,7 @@ import json
 from typing import Any
 
 from engine import runtime
+from engine.probes import DRAINING, PREPARING, RECOVERING, STOPPED
 from notify import edge
 from notify.sources.base import MAX_BODY_BYTES
 
@@ -37,12 +43,7 @@ class WebhookEdge:
         name = path[len(PREFIX):] if path.startswith(PREFIX) else ""
         if not name or "/" in name.rstrip("/") or scope.get("method") != "POST":
             return await self.app(scope, receive, send)
-        answer = await self._answer(scope, receive, name.rstrip("/"))
-        body = json.dumps(answer.body).encode()
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
-        headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()]
-        await send({"type": "http.response.start", "status": answer.status, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+        await _respond(send, await self._answer(scope, receive, name.rstrip("/")))
 
     async def _answer(self, scope, receive, name: str) -> edge.Answer:
         node = runtime.current()
@@ -75,3 +76,51 @@ async def _read(receive, limit: int) -> bytes | None:
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks)
+
+
+class PublicListener:
+    """ASGI: what the api.public socket serves, told apart by the local port a request came in on."""
+
+    def __init__(self, app: Any, port: int, state: Any) -> None:
+        self.app = app
+        self.port = port
+        self.state = state
+        self.edge = WebhookEdge(_not_found)
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] == "lifespan" or (scope.get("server") or (None, None))[1] != self.port:
+            return await self.app(scope, receive, send)
+        if scope["type"] == "websocket":
+            await receive()
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        if not scope.get("path", "").startswith(PREFIX) or not self.state.ingress:
+            return await _not_found(scope, receive, send)
+        phase = self.state.phase
+        if phase in (RECOVERING, PREPARING, DRAINING, STOPPED):
+            await _drain(receive)
+            why = "starting: the node is not serving yet" if phase in (RECOVERING, PREPARING) else \
+                "draining: this node takes no new deliveries"
+            return await _respond(send, edge.refuse(503, why))
+        return await self.edge(scope, receive, send)
+
+
+async def _not_found(scope, receive, send) -> None:
+    """The answer to a path nothing serves, the same whatever the path names."""
+    await _drain(receive)
+    await _respond(send, edge.Answer(404, {"detail": f"not found: {scope.get('path', '')}"}))
+
+
+async def _drain(receive) -> None:
+    while True:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body"):
+            return
+
+
+async def _respond(send, answer: edge.Answer) -> None:
+    body = json.dumps(answer.body).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()]
+    await send({"type": "http.response.start", "status": answer.status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

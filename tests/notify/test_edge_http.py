@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import dataclass, field
 
 import pytest
 
-from tests.node.harness import ADMIN, NodeProcess, eventually, node_config
+from tests.node.harness import ADMIN, NodeProcess, eventually, free_port, node_config
 from tests.notify import deliveries as d
 from tests.notify.http import LayeredNode, post, rows, trace_rows, wait_rows
 
@@ -179,26 +180,37 @@ def test_a_source_the_company_does_not_connect_is_a_404_not_connected(hub):
         eventually(lambda: hub.probe("/health")[1]["revision"] == body["generation"], 30, "the restored revision", hub)
 
 
+@dataclass
 class PublicNode(NodeProcess):
-    """A node whose Tier A sets api.public (the public listener is another port)."""
+    """A node whose Tier A sets api.public: its own port, for the vendors."""
+
+    public_port: int = field(default_factory=free_port)
 
     def write(self, **config):
         self.home.mkdir(parents=True, exist_ok=True)
         path = self.home / "crewlet.yaml"
-        text = node_config(self.home, self.node_id, self.port, **config)
-        text = text.replace("  auth:\n", f'  public: {{port: {self.port + 1}, host: 127.0.0.1, external_url: "http://127.0.0.1:{self.port + 1}"}}\n  auth:\n', 1)
-        path.write_text(text)
+        public = f'  public: {{port: {self.public_port}, host: 127.0.0.1, external_url: "http://127.0.0.1:{self.public_port}"}}\n'
+        path.write_text(node_config(self.home, self.node_id, self.port, **config).replace("  auth:\n", public + "  auth:\n", 1))
         return path
 
 
-def test_with_api_public_set_api_port_answers_webhooks_404_naming_api_public(tmp_path):
+def test_api_public_serves_the_webhooks_and_api_port_answers_them_404_naming_api_public(tmp_path):
     node = PublicNode(home=tmp_path / "node-public")
     node.start(company=d.company_yaml(), env=d.ENV)
+    public = NodeProcess(home=node.home, port=node.public_port)  # the same process, its public socket
     try:
         node.wait_ready()
         body, headers = signed("github")
         status, answer, _ = post(node, "/webhooks/github", body, headers)
         assert status == 404 and answer["detail"].startswith("no_route")
         assert "api.public" in answer["hint"]
+        status, answer, _ = post(public, "/webhooks/github", body, headers)
+        assert status == 202, answer
+        # Everything else on the public socket is the 404 of a path nothing serves: no probe,
+        # nothing that says an admin port exists behind it, whatever credential is sent.
+        for path in ("/health", "/ready", "/config", "/nothing-here"):
+            status, answer, _ = public.get(path, token=ADMIN)
+            assert (status, answer) == (404, {"detail": f"not found: {path}"})
+        assert node.probe("/health")[0] == 200
     finally:
         node.stop()

@@ -110,6 +110,13 @@ class Command(BaseCommand):
                 sock = bind(host, port)
             except ListenerError as exc:
                 return self.fail(str(exc), EXIT_FATAL)
+        public = None  # api.public: the webhooks' own socket (seed 002, "Exposing webhooks without the admin API")
+        if sock is not None and cfg.api.public is not None:
+            try:
+                public = bind(cfg.api.public.host, cfg.api.public.port, field="api.public.port")
+            except ListenerError as exc:
+                sock.close()
+                return self.fail(str(exc), EXIT_FATAL)
         timings = NodeTimings(revision_poll_seconds=cfg.node.revision_poll_seconds, sweep_seconds=cfg.node.sweep_seconds)
         node = Node(cfg, roles=roles, company_path=opts["company"], env=dict(os.environ), timings=timings,
                     imported_by=f"node:{cfg.node.id}")
@@ -117,6 +124,10 @@ class Command(BaseCommand):
         if sock is not None:
             from engine.probes import ProbeGate
             app = ProbeGate(application, node.state, is_route)
+            if public is not None:
+                from notify.asgi import PublicListener
+                app = PublicListener(app, public.getsockname()[1], node.state)
+                log.info("api_public_listening", extra={"address": "%s:%s" % public.getsockname()[:2]})
             bound_host, bound_port = sock.getsockname()[:2]
             log.info("api_listening", extra={"address": f"{bound_host}:{bound_port}", "ingress": "ingress" in roles})
             self.stdout.write(banner(cfg, roles, f"http://{bound_host}:{bound_port}"))
@@ -139,4 +150,4 @@ class Command(BaseCommand):
                 loop.add_signal_handler(signum, on_signal, signum)
             return await node.run()
 
-        return serve(app, sock, main)
+        return serve(app, sock, main, extra=(public,) if public is not None else ())
