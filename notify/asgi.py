@@ -20,6 +20,7 @@ probe, no hint that an admin port exists; every other request goes on to `app` u
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 from engine import runtime
@@ -28,6 +29,8 @@ from notify import edge
 from notify.sources.base import MAX_BODY_BYTES
 
 PREFIX = "/webhooks/"
+
+log = logging.getLogger("notify.asgi")
 
 
 class WebhookEdge:
@@ -43,7 +46,12 @@ class WebhookEdge:
         name = path[len(PREFIX):] if path.startswith(PREFIX) else ""
         if not name or "/" in name.rstrip("/") or scope.get("method") != "POST":
             return await self.app(scope, receive, send)
-        await _respond(send, await self._answer(scope, receive, name.rstrip("/")))
+        try:
+            answer = await self._answer(scope, receive, name.rstrip("/"))
+        except Exception:  # a bug answers 500 and is logged; it never takes the node down
+            log.exception("webhook_unhandled_error", extra={"path": scope.get("path", "")})
+            answer = edge.Answer(500, {"detail": "internal error; the node logged it"})
+        await _respond(send, answer)
 
     async def _answer(self, scope, receive, name: str) -> edge.Answer:
         node = runtime.current()

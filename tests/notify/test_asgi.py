@@ -85,3 +85,13 @@ async def test_the_public_listener_serves_webhooks_behind_the_drain_gate_and_not
         state.phase = phase
         status, answer, headers = await call(public, "/webhooks/github", body, headers=d.github_headers(body), port=PUBLIC_PORT)
         assert status == 503 and headers["retry-after"] == "5"
+
+
+async def test_a_fault_inside_the_edge_is_a_500_naming_nothing_and_the_next_delivery_is_served(running):
+    layer = WebhookEdge(django)
+    body = d.dumps(d.github_comment("@octo-alice hi"))
+    coord, running.coord = running.coord, None  # the coordination store gone from under the edge
+    status, answer, _ = await call(layer, "/webhooks/github", body, headers=d.github_headers(body))
+    assert (status, answer) == (500, {"detail": "internal error; the node logged it"})
+    running.coord = coord
+    assert (await call(layer, "/webhooks/github", body, headers=d.github_headers(body)))[0] == 202

@@ -154,6 +154,16 @@ async def test_a_source_the_active_revision_dropped_is_a_disconnected_skip(node,
     assert node.skips()[0].data.detail == "integrations.github is not in the active revision"
 
 
+async def test_a_mattermost_outgoing_webhook_posted_as_a_form_is_read_like_json(node, service):
+    from urllib.parse import urlencode
+
+    body = urlencode(d.mattermost_post("@alice-mm can you check the deploy?", channel="ch7", post_id="p70")).encode()
+    routed = await route(node, service, "mattermost", {"Content-Type": "application/x-www-form-urlencoded"}, body)
+    assert routed.wakes == ["alice"]
+    [wake] = node.wakes("alice")
+    assert wake.get("partition_key") == "mattermost:ch7:p70" and wake.data.sender == "maya-mm"
+
+
 async def test_a_gitlab_commit_note_keys_on_its_own_event(node, service):
     payload = d.gitlab_note("@alice-gl see this commit")
     payload["object_attributes"]["noteable_type"] = "Commit"
