@@ -3,7 +3,8 @@
 API"). Every answer is JSON; every error is `{"detail": ...}` naming the header or field.
 
 The body is read from the request stream rather than `request.body`, whose in-memory cap
-(Django's 2.5 MB) is below the 8 MiB a delivery may carry.
+(Django's 2.5 MB) is below the 8 MiB a delivery may carry. Mounted in crewlet_site/asgi.py,
+`notify.asgi.WebhookEdge` answers the same path before Django does, through the same edge.
 """
 from __future__ import annotations
 

@@ -138,10 +138,6 @@ class Source(Protocol):
 
 
 # -- what most sources share ------------------------------------------------------------------
-def lower_headers(headers: Mapping[str, str]) -> dict[str, str]:
-    return {k.lower(): v for k, v in headers.items()}
-
-
 def header(headers: Mapping[str, str], name: str) -> str:
     """A header's value by case-insensitive name, '' when absent."""
     wanted = name.lower()
@@ -204,11 +200,6 @@ def need(payload: Any, *path: str) -> Any:
     if value is None or value == "":
         raise ParseError(f"{'.'.join(path)}: missing")
     return value
-
-
-def first_line(text: str, limit: int = 200) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def render(lead: str, text: str, url: str, context: str = "") -> str:
