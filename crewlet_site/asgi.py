@@ -1,4 +1,5 @@
-"""The ASGI application: HTTP through Django, WebSockets through Channels."""
+"""The ASGI application: webhooks through notify's edge, other HTTP through Django, WebSockets
+through Channels."""
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crewlet_site.settings")
@@ -12,8 +13,11 @@ django_app = get_asgi_application()
 from django.urls import Resolver404, resolve  # noqa: E402
 
 from dashboard.routing import websocket_urlpatterns as websocket_routes  # noqa: E402
+from notify.asgi import WebhookEdge  # noqa: E402
 
-application = ProtocolTypeRouter({"http": django_app, "websocket": AuthMiddlewareStack(URLRouter(websocket_routes))})
+# Webhooks are answered before Django (a vendor's delivery is the hot path: verified,
+# recorded and queued in about a millisecond); everything else is Django's.
+application = ProtocolTypeRouter({"http": WebhookEdge(django_app), "websocket": AuthMiddlewareStack(URLRouter(websocket_routes))})
 
 
 def is_route(path: str) -> bool:
