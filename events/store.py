@@ -30,6 +30,8 @@ from events.envelope import Event
 
 log = logging.getLogger("events.store")
 
+BATCH_RETRY_PAUSE_SECONDS = 0.2  # before the one retry of a batch that met a held lock
+
 DEFAULT_QUEUE_SIZE = 10_000
 # 1,000 rows a transaction: large enough that the commit is a small share of a batch,
 # small enough (a few MB of payload) that one batch never holds the file for long.
@@ -369,7 +371,7 @@ class EventStoreWriter:
                 else:
                     # One retry: a batch that met a held lock past the busy timeout usually fits next time.
                     connections[self.using].close()
-                    time.sleep(0.2)
+                    time.sleep(BATCH_RETRY_PAUSE_SECONDS)
 
     # -- counting -------------------------------------------------------------------------
     def _count(self, **deltas: int) -> None:

@@ -41,6 +41,8 @@ from typing import Any, Awaitable, Callable
 from engine.queue.contract import QueueError
 
 log = logging.getLogger("queue.jetstream")
+
+JETSTREAM_CURRENT_POLL_SECONDS = 0.25  # how often the boot asks whether JetStream is current
 server_log = logging.getLogger("queue.nats.server")
 
 EXIT_BROKER_DIED = 69          # seed 002: apart from the seat watchdog's 75, so a restart log tells them apart
@@ -417,7 +419,7 @@ class EmbeddedBroker:
                     log.error("embedded_broker_jetstream_not_current", extra={"server": self.server_name, "detail": last})
                     raise BrokerError(f"embedded nats server {self.server_name}: JetStream was not current within "
                                       f"{self.jetstream_current_seconds:g}s ({last})")
-                await asyncio.sleep(0.25)
+                await asyncio.sleep(JETSTREAM_CURRENT_POLL_SECONDS)
         finally:
             if nc is not None:
                 with contextlib.suppress(Exception):

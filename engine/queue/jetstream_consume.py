@@ -49,6 +49,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("queue.jetstream")
 
+# A pull answered "no consumer" while the consumer still exists (its stream electing a
+# leader): ask again after this long. An unexpected pull status: pause this long, not spin.
+CONSUMER_GONE_RECHECK_SECONDS = 1.0
+PULL_STATUS_PAUSE_SECONDS = 0.05
+
 POLL_SECONDS = 10.0   # a waiting pull request's life; re-sent at once, so this only bounds idle chatter
 GRACE_SECONDS = 2.0   # past a request's expiry, a status that never came is taken as lost
 _WAKE = object()
@@ -242,10 +247,10 @@ class Attachment:
                 self.queue._forget(self)
                 self.active = False
             else:
-                await asyncio.sleep(1.0)
+                await asyncio.sleep(CONSUMER_GONE_RECHECK_SECONDS)
         elif status not in ("404", "408", "100"):
             log.debug("jetstream_pull_status", extra={"topic": self.topic, "status": status, "detail": description})
-            await asyncio.sleep(0.05)  # e.g. "Exceeded MaxWaiting": not a reason to spin
+            await asyncio.sleep(PULL_STATUS_PAUSE_SECONDS)  # e.g. "Exceeded MaxWaiting": not a reason to spin
 
     async def collect(self, drained: list[Msg], room: int, linger: float) -> None:
         """Add to `drained` what is there now plus what arrives within linger, up to room more;
