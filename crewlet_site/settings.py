@@ -27,7 +27,6 @@ DEBUG = os.environ.get("CREWLET_DJANGO_DEBUG") == "1"
 ALLOWED_HOSTS = ["*"]  # the node binds where api.host says; Host checks belong to the proxy
 
 INSTALLED_APPS = [
-    "daphne",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",

@@ -82,6 +82,7 @@ class Keyring:
         if not keys:
             raise KeyringError("secrets.keys: a node needs a keyring; run `python manage.py crewlet_secrets keygen`")
         self._keys = {k.id: k for k in keys}
+        self._derived: dict[tuple[str, int, str], bytes] = {}
         if len(self._keys) != len(keys):
             raise KeyringError("secrets.keys: two keys share one id")
         if active_key_id not in self._keys:
@@ -110,8 +111,16 @@ class Keyring:
 
         Purposes never share bytes: `django.secret_key` and `webhook.dedupe` get unrelated keys.
         """
-        key = self._keys[key_id or self.active_key_id]
-        return HKDF(algorithm=hashes.SHA256(), length=length, salt=b"crewlet", info=purpose.encode()).derive(key.secret)
+        kid = key_id or self.active_key_id
+        memo = (purpose, length, kid)
+        found = self._derived.get(memo)
+        if found is None:
+            key = self._keys[kid]
+            found = HKDF(algorithm=hashes.SHA256(), length=length, salt=b"crewlet", info=purpose.encode()).derive(key.secret)
+            # Remembered: a derived key is no more secret than the key it came from, which the
+            # ring holds for its whole life, and a webhook's signature check asks for it each time.
+            self._derived[memo] = found
+        return found
 
     # -- signing -------------------------------------------------------------------------
     def sign(self, data: bytes, purpose: str = "sign") -> str:

@@ -224,6 +224,6 @@ def configure(settings: LogSettings, secrets: Iterable[str] = (), stream=None) -
         root.addHandler(fh)
     root.setLevel(min(levels))
     # Libraries stay quieter than the engine unless asked.
-    for noisy in ("asyncio", "daphne", "django", "twisted", "nats"):
+    for noisy in ("asyncio", "uvicorn", "websockets", "django", "nats"):
         logging.getLogger(noisy).setLevel(max(min(levels), logging.WARNING) if settings.level != "debug" else logging.DEBUG)
     return root

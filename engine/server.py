@@ -1,19 +1,34 @@
-"""The node's HTTP listener: Daphne serving the Channels ASGI application on the node's own
-event loop (DESIGN.md, "Shape"; seed 002, "The listener comes up before the boot does").
+"""The node's HTTP listener: the Channels ASGI application served on the node's own event loop
+(DESIGN.md, "Shape"; seed 002, "The listener comes up before the boot does").
 
 The socket is bound here, before the boot, so a port already taken fails the node at once,
-naming the address; Daphne adopts the bound socket. The node's main coroutine runs on the
-same loop as the reactor; when it returns, the listener closes and the process exits with
-the node's code.
+naming the address; the server adopts the bound socket. The node's main coroutine runs on
+the same loop as the listener; when it returns, the listener closes and the process exits
+with the node's code.
+
+The server is Uvicorn (httptools' parser) on uvloop rather than Daphne on Twisted's asyncio
+reactor, which DESIGN.md names: the application is the same Channels ASGI app, and the one
+loop that carries the HTTP surface also carries every broker client and consume loop, so
+its cost per callback is the node's throughput (README, "Performance": webhooks).
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import errno
 import logging
 import socket
 from typing import Awaitable, Callable
 
+import uvicorn
+
 log = logging.getLogger("engine.server")
+
+# What an open connection (a dashboard socket, a slow response) gets to finish once the node
+# has stopped, before it is cut.
+GRACEFUL_CLOSE_SECONDS = 5
+# The largest frame a /ws/stream client may send; the stream takes only small control frames.
+WS_MAX_BYTES = 1024 * 1024
 
 
 class ListenerError(Exception):
@@ -42,56 +57,62 @@ def bind(host: str, port: int, field: str = "api.port") -> socket.socket:
 
 def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]],
           extra: tuple[socket.socket, ...] = ()) -> int:
-    """Run `main()` on the reactor's asyncio loop, with Daphne serving `app` on `sock` when
-    given; return main's exit code once it and the listener are done. Without a socket
-    (`api.port: 0`) there is nothing to serve and main runs on a plain asyncio loop. `extra`
-    sockets (the api.public listener) are served by the same `app`, which tells them apart by
-    the local port in each request's scope."""
-    if sock is None:
-        import asyncio
+    """Run `main()` on one event loop (uvloop's where installed), with Uvicorn serving `app` on
+    `sock` when given; return main's exit code once it and the listener are done. Without a
+    socket (`api.port: 0`) there is nothing to serve. `extra` sockets (the api.public listener)
+    are served by the same `app`, which tells them apart by the local port in each request's
+    scope."""
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        return runner.run(_serve_and_run(app, sock, main, extra))
 
-        return asyncio.run(main())
-    import daphne.server  # installs Twisted's asyncio reactor; must come before `reactor`
-    from twisted.internet import reactor
 
-    loop = reactor._asyncioEventloop
-    outcome = {"code": 1}
+def loop_factory():
+    """uvloop's loop when the package is installed (it is a dependency): the node's one loop
+    carries the HTTP surface, every broker client and the consume loops, so its per-callback
+    cost is the node's throughput. The standard loop otherwise."""
+    try:
+        import uvloop
+    except ImportError:  # pragma: no cover - a dependency; kept so a bare checkout still runs
+        return None
+    return uvloop.new_event_loop
 
-    async def runner() -> None:
-        try:
-            outcome["code"] = await main()
-        except BaseException:
-            log.exception("node_crashed")
-            outcome["code"] = 1
-        finally:
-            # The reactor may not count as running yet when a boot fails at once.
-            if reactor.running:
-                reactor.stop()
-            else:
-                reactor.callWhenRunning(reactor.stop)
-    server = daphne.server.Server(
-        application=app,
-        endpoints=["adopted"],  # replaced below: the socket is adopted, not described
-        signal_handlers=False,
-        verbosity=0,
-        http_timeout=None,
-        websocket_timeout=86400,
-        application_close_timeout=5,
-        server_name="crewlet",
+
+async def _serve_and_run(app, sock, main, extra) -> int:
+    listener = None
+    if sock is not None:
+        listener = _Listener(_config(app))
+        serving = asyncio.create_task(listener.serve(sockets=[sock, *extra]))
+    try:
+        code = await main()
+    except BaseException:
+        log.exception("node_crashed")
+        code = 1
+    finally:
+        if listener is not None:
+            listener.should_exit = True
+            await serving
+    return code
+
+
+def _config(app) -> uvicorn.Config:
+    return uvicorn.Config(
+        app,
+        http="httptools",
+        ws="websockets-sansio",
+        lifespan="off",          # the node's own boot is the lifespan
+        log_config=None,         # engine.logconfig owns logging
+        access_log=False,        # a line per request is not an operator's log
+        server_header=False,
+        proxy_headers=False,     # scope["client"] is the peer; nothing is trusted from headers
+        timeout_graceful_shutdown=GRACEFUL_CLOSE_SECONDS,
+        ws_max_size=WS_MAX_BYTES,
     )
 
-    server.endpoints = []
 
-    def adopt() -> None:
-        # Runs on the loop's first turn, after run() made the factories: the socket bound
-        # before the boot becomes Daphne's listener.
-        for bound in (sock, *extra):
-            port = reactor.adoptStreamPort(bound.fileno(), bound.family, server.http_factory)
-            server.listeners.append(port)
-        loop.create_task(runner())
+class _Listener(uvicorn.Server):
+    """Uvicorn's server without its signal capture: the node installs its own handlers (a
+    first SIGTERM drains, a second forces), and a library must not take them over."""
 
-    loop.call_soon(adopt)
-    server.run()
-    for bound in (sock, *extra):
-        bound.close()
-    return outcome["code"]
+    @contextlib.contextmanager
+    def capture_signals(self):
+        yield

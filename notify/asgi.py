@@ -29,6 +29,9 @@ from notify import edge
 from notify.sources.base import MAX_BODY_BYTES
 
 PREFIX = "/webhooks/"
+# An oversized or unwanted body is read and dropped up to this much before the answer, so the
+# sender sees the answer (413, 404, 503); a larger one has its connection closed instead.
+DRAIN_LIMIT_BYTES = 2 * MAX_BODY_BYTES
 
 log = logging.getLogger("notify.asgi")
 
@@ -65,25 +68,28 @@ class WebhookEdge:
             length = int(headers.get("content-length") or 0)
         except ValueError:
             length = 0
-        body = await _read(receive, MAX_BODY_BYTES) if length <= MAX_BODY_BYTES else None
+        body = await _read(receive, MAX_BODY_BYTES) if length <= DRAIN_LIMIT_BYTES else None
         server = scope.get("server") or (None, None)
         return await edge.receive(node, name, headers, body, content_length=length, listener_port=server[1])
 
 
 async def _read(receive, limit: int) -> bytes | None:
-    """The request body, or None once it passes `limit` (the rest is not kept)."""
+    """The request body, or None once it passes `limit`. An oversized body is still read (and
+    not kept) up to DRAIN_LIMIT_BYTES, so its sender is reading when the 413 comes rather than
+    writing into a closed connection; past that the server closes it."""
     chunks, size = [], 0
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            return b"".join(chunks)
+            return b"".join(chunks) if size <= limit else None
         chunk = message.get("body", b"")
         size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        if not message.get("more_body"):
-            return b"".join(chunks)
+        if size <= limit:
+            chunks.append(chunk)
+        else:
+            chunks.clear()
+        if not message.get("more_body") or size > DRAIN_LIMIT_BYTES:
+            return b"".join(chunks) if size <= limit else None
 
 
 class PublicListener:
@@ -120,9 +126,12 @@ async def _not_found(scope, receive, send) -> None:
 
 
 async def _drain(receive) -> None:
+    """Read a body that is answered without it (up to DRAIN_LIMIT_BYTES; see `_read`)."""
+    size = 0
     while True:
         message = await receive()
-        if message["type"] != "http.request" or not message.get("more_body"):
+        size += len(message.get("body", b""))
+        if message["type"] != "http.request" or not message.get("more_body") or size > DRAIN_LIMIT_BYTES:
             return
 
 

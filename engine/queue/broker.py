@@ -321,7 +321,7 @@ class EmbeddedBroker:
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
-            process_group=0,
+            start_new_session=True,  # its own process group (pgid == pid): a terminal's Ctrl-C reaches the node, which stops it in order
             preexec_fn=_parent_death_signal(os.getpid()),
             cwd=self.store_dir,
         )

@@ -11,6 +11,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from email.message import Message
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -91,13 +92,13 @@ class NodeProcess:
         self.proc = subprocess.Popen(argv, cwd=ROOT, env=full_env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
         return self
 
-    def get(self, path: str, token: str | None = None, timeout: float = 5.0) -> tuple[int, dict | None, dict]:
+    def get(self, path: str, token: str | None = None, timeout: float = 5.0) -> tuple[int, dict | None, Message]:
         request = urllib.request.Request(self.base + path)
         if token:
             request.add_header("Authorization", f"Bearer {token}")
         return self._send(request, timeout)
 
-    def put(self, path: str, body: bytes, token: str | None = ADMIN) -> tuple[int, dict | None, dict]:
+    def put(self, path: str, body: bytes, token: str | None = ADMIN) -> tuple[int, dict | None, Message]:
         request = urllib.request.Request(self.base + path, data=body, method="PUT")
         request.add_header("Content-Type", "application/yaml")
         if token:
@@ -107,9 +108,9 @@ class NodeProcess:
     def _send(self, request, timeout: float):
         try:
             with urllib.request.urlopen(request, timeout=timeout) as response:
-                return response.status, _json(response.read()), dict(response.headers)
+                return response.status, _json(response.read()), response.headers  # case-insensitive, as HTTP names are
         except urllib.error.HTTPError as err:
-            return err.code, _json(err.read()), dict(err.headers)
+            return err.code, _json(err.read()), err.headers
 
     def probe(self, path: str) -> tuple[int, dict | None] | None:
         """A probe's status and body, or None while nothing answers."""

@@ -45,9 +45,9 @@ def post(node: NodeProcess, path: str, body: bytes, headers: dict | None = None,
     request = urllib.request.Request(node.base + path, data=body, method="POST", headers=headers or {})
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.status, _json(response.read()), dict(response.headers)
+            return response.status, _json(response.read()), response.headers  # case-insensitive, as HTTP names are
     except urllib.error.HTTPError as err:
-        return err.code, _json(err.read()), dict(err.headers)
+        return err.code, _json(err.read()), err.headers
 
 
 def _json(raw: bytes):
