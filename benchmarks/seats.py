@@ -47,6 +47,7 @@ from engine.queue import topics  # noqa: E402
 from engine.queue.broker import EmbeddedBroker  # noqa: E402
 from engine.queue.contract import BatchOptions, Tuning  # noqa: E402
 from engine.queue.jetstream import JetStreamQueue  # noqa: E402
+from engine.server import loop_factory  # noqa: E402
 from events.envelope import new  # noqa: E402
 from events.tracing import trace_of  # noqa: E402
 from events.types.notification import ExternalNotification  # noqa: E402
@@ -252,4 +253,6 @@ async def main() -> None:
 
 
 if __name__ == "__main__":
-    asyncio.run(main())
+    # The node's own event loop (uvloop), as `crewlet_node` runs it.
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        runner.run(main())
