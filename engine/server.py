@@ -78,17 +78,21 @@ def loop_factory():
 
 
 async def _serve_and_run(app, sock, main, extra) -> int:
-    listener = None
+    # One server per socket, in the order they close (seed 002, "Draining": "Once the drain
+    # completes the public listener closes first and api.port after it, each waiting up to
+    # five seconds for its requests, so the probes answer until the very end").
+    listeners: list[tuple[_Listener, asyncio.Task]] = []
     if sock is not None:
-        listener = _Listener(_config(app))
-        serving = asyncio.create_task(listener.serve(sockets=[sock, *extra]))
+        for bound in (*extra, sock):
+            listener = _Listener(_config(app))
+            listeners.append((listener, asyncio.create_task(listener.serve(sockets=[bound]))))
     try:
         code = await main()
     except BaseException:
         log.exception("node_crashed")
         code = 1
     finally:
-        if listener is not None:
+        for listener, serving in listeners:
             listener.should_exit = True
             await serving
     return code
