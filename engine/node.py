@@ -59,6 +59,7 @@ class NodeTimings:
     revision_poll_seconds: float = 5.0
     sweep_seconds: float = 5.0
     lease_ttl_seconds: float | None = None  # None: coordination.lease_ttl_seconds
+    budget_meters_seconds: float = 15.0     # seed 002: budget_meters "on a 15-second tick"
 
 
 def freeze_heap() -> None:

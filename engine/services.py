@@ -35,6 +35,7 @@ SERVICES: tuple[tuple[str, str, frozenset[str]], ...] = (
     ("notify.service", "NotificationService", frozenset({"ingress", "workers"})),
     ("seats.runtime", "SeatRuntime", frozenset({"seats"})),
     ("seats.duties", "MaintenanceDuty", frozenset({"workers"})),
+    ("seats.meters", "BudgetMetersPublisher", frozenset({"data", "seats", "ingress", "workers"})),  # every node
 )
 
 

@@ -143,6 +143,21 @@ class Budgets:
         self.coord = coord
         self.clock = clock
         self._provisioned = False
+        self._refusal_listeners: list[Callable[[Refusal], None]] = []
+
+    def add_refusal_listener(self, listener: Callable[[Refusal], None]) -> None:
+        """Call listener(refusal) whenever `check` or `charge` turns work away (seats.meters
+        publishes budget_meters at once the first time a window does)."""
+        self._refusal_listeners.append(listener)
+
+    def _refused(self, refusal: Refusal | None) -> Refusal | None:
+        if refusal is not None:
+            for listener in self._refusal_listeners:
+                try:
+                    listener(refusal)
+                except Exception:  # a listener's bug never turns into the gate's answer
+                    log.exception("budget_refusal_listener_failed")
+        return refusal
 
     async def provision(self) -> None:
         """Create the bucket if missing (values age out on their own TTL, not the bucket's)."""
@@ -165,7 +180,7 @@ class Budgets:
                     refusals.append(_refusal(scope, window, spend, ceiling))
         if refusals:
             await self._mark_refused(refusals, now, company.tz)
-        return _pick(refusals)
+        return self._refused(_pick(refusals))
 
     async def charge(self, company: Company, seat: Seat | None, tokens: int) -> Refusal | None:
         """Record one round's `tokens` on every window of both scopes. None when every capped
@@ -188,7 +203,7 @@ class Budgets:
                     raise
                 if ceiling is not None and spend > ceiling:
                     refusals.append(_refusal(scope, window, spend, ceiling))
-        return _pick(refusals)
+        return self._refused(_pick(refusals))
 
     async def snapshot(self, company: Company) -> dict[str, Any]:
         """Every scope's windows for GET /budgets: {"company": {period: {...}}, "seats": {handle:
@@ -201,6 +216,23 @@ class Budgets:
         for seat in company.agent_seats():
             out["seats"][seat.handle] = await self._scope_snapshot(_Scope("seat", seat.handle, seat.token_budget),
                                                                    now, company.tz)
+        return out
+
+    async def meter_windows(self, company: Company) -> list[dict[str, Any]]:
+        """Every capped window of the company and of its agent seats, flat, as budget_meters
+        carries them: {scope, agent_handle, period, window, spend, ceiling, state, resets_at,
+        refused_at}. Uncapped windows are not read (GET /budgets shows those)."""
+        await self._ready()
+        now = self.clock()
+        scopes = [_Scope("company", "", company.token_budget)]
+        scopes += [_Scope("seat", seat.handle, seat.token_budget) for seat in company.agent_seats()]
+        out: list[dict[str, Any]] = []
+        for scope in scopes:
+            capped = scope.budget.windows()
+            if not capped:
+                continue
+            for period, window in (await self._scope_snapshot(scope, now, company.tz, only=capped)).items():
+                out.append({"scope": scope.name, "agent_handle": scope.handle, "period": period, **window})
         return out
 
     # -- inside -------------------------------------------------------------------------------
@@ -246,10 +278,10 @@ class Budgets:
             except RevisionMismatch:
                 pass
 
-    async def _scope_snapshot(self, scope: _Scope, now: float, tz: ZoneInfo) -> dict[str, Any]:
+    async def _scope_snapshot(self, scope: _Scope, now: float, tz: ZoneInfo, only: Any = PERIODS) -> dict[str, Any]:
         ceilings = scope.budget.windows()
         out: dict[str, Any] = {}
-        for period in PERIODS:
+        for period in (p for p in PERIODS if p in only):
             window = window_for(period, now, tz)
             key = counter_key(scope.name, period, window.label, scope.handle)
             entry = await self.coord.get(BUDGETS_BUCKET, key)
