@@ -41,8 +41,7 @@ log = logging.getLogger("dashboard.projection")
 FEED_SIZE = 300              # "the last few hundred" fed events (seed 002)
 STREAM_BUFFER = 8192         # the projection's own broadcast buffer: ~16 s at 500 events/s
 SEAT_REPLAY = 50             # a seat's newest state events replayed through the reducer at seed
-REFRESH_SECONDS = 15.0       # the seat leases and budget windows re-read: a node that died says
-                             # nothing itself, and budget_meters' own tick is 15 s (seed 002)
+REFRESH_SECONDS = 15.0       # the seat leases re-read: a node that died says nothing itself
 
 _running: "LiveProjection | None" = None
 
@@ -107,12 +106,7 @@ class LiveProjection:
         self._pending = []
         self._since = datetime.now(timezone.utc)
         self._sub = await self.node.queue.subscribe_stream(topics.EVENTS_ALL, self._on_event, buffer=self._stream_buffer)
-        try:
-            await self.seed()
-        finally:
-            pending, self._pending = self._pending or [], None
-        for event in pending:
-            self.apply(event, seeded=True)
+        await self._seed_then_replay()
         self.started_at = format_timestamp(datetime.now(timezone.utc))
         await self._refresh_holders()
         await self._refresh_budgets()
@@ -230,8 +224,10 @@ class LiveProjection:
             self._broadcast({"type": "seats", "seats": [self.seat_row(h) for h in changed]})
 
     async def _refresh_budgets(self) -> None:
-        """The budget windows as GET /budgets reads them (its own function), so a seat reads
-        `stopped`/`budget` whether or not any node publishes budget_meters."""
+        """The budget windows as GET /budgets reads them (its own function), read once at the
+        start: budget_meters is live only, never stored, so until the next report arrives (every
+        node publishes one every 15 s while a window is capped, seats.meters) this is what says
+        a seat is `stopped` on its budget."""
         if queries.route_query("budgets") is None:
             return
         try:
@@ -247,7 +243,6 @@ class LiveProjection:
         while True:
             await asyncio.sleep(REFRESH_SECONDS)
             await self._refresh_holders()
-            await self._refresh_budgets()
 
     # -- the live stream ------------------------------------------------------------------
     async def _on_event(self, event: Event) -> None:
@@ -264,6 +259,16 @@ class LiveProjection:
                 self._resync_task = asyncio.create_task(self._resync(), name="projection-resync")
                 self._tasks.append(self._resync_task)
 
+    async def _seed_then_replay(self) -> None:
+        """Read the store, then apply what the live stream delivered while it was read (held in
+        `_pending`, which this ends); seen-at-seed ids are skipped by `apply`."""
+        try:
+            await self.seed()
+        finally:
+            pending, self._pending = self._pending or [], None
+        for event in pending:
+            self.apply(event, seeded=True)
+
     async def _resync(self) -> None:
         """After the projection itself lost events: read everything again, and send every screen
         a fresh snapshot in place of what it holds."""
@@ -274,12 +279,7 @@ class LiveProjection:
         for view in self.seats.values():
             view.working = view.held = view.parked = view.provider_stop = view.last_turn = view.last_error = None
             view.paused = None
-        try:
-            await self.seed()
-        finally:
-            pending, self._pending = self._pending or [], None
-        for event in pending:
-            self.apply(event, seeded=True)
+        await self._seed_then_replay()
         await self._refresh_holders()
         self._broadcast(self.snapshot())
 

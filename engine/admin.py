@@ -19,12 +19,13 @@ from engine import runtime
 from engine.api import redact
 from engine.config import ConfigError, parse_company
 from engine.models import CompanyRevision
+from events.admin import ReadOnlyAdmin
 
 log = logging.getLogger("engine.admin")
 
 
 @admin.register(CompanyRevision)
-class CompanyRevisionAdmin(admin.ModelAdmin):
+class CompanyRevisionAdmin(ReadOnlyAdmin):
     list_display = ("generation_label", "company_name", "imported_by", "imported_at", "activated_at", "source", "short_digest")
     list_filter = ("source", "company_name")
     search_fields = ("=digest", "imported_by", "company_name")
@@ -72,11 +73,3 @@ class CompanyRevisionAdmin(admin.ModelAdmin):
     def has_activate_permission(self, request) -> bool:
         return request.user.is_superuser or request.user.has_perm("engine.change_companyrevision")
 
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -11,6 +11,19 @@ from django.utils.html import format_html
 from events.models import EventParty, StoredEvent
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """An admin that browses rows the engine alone writes: no add, change or delete."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
 class AgentFilter(admin.SimpleListFilter):
     """Every agent an event involves (crewlet_event_parties), not only its agent_id column."""
 
@@ -32,7 +45,7 @@ class AgentFilter(admin.SimpleListFilter):
 
 
 @admin.register(StoredEvent)
-class StoredEventAdmin(admin.ModelAdmin):
+class StoredEventAdmin(ReadOnlyAdmin):
     list_display = ("event_time", "event_type", "category", "agent_id", "node", "summary")
     list_filter = ("category", "event_type", AgentFilter, "node")
     search_fields = ("=trace_id", "=event_id")
@@ -88,12 +101,3 @@ class StoredEventAdmin(admin.ModelAdmin):
             return queryset.filter(trace_id=term), False
         # A trace id is 32 hex digits too, so such a term may be either.
         return queryset.filter(Q(event_id=as_id) | Q(trace_id=term)), False
-
-    def has_add_permission(self, request) -> bool:
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:
-        return False
-
-    def has_delete_permission(self, request, obj=None) -> bool:
-        return False

@@ -18,14 +18,14 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import AsyncIterator, Awaitable, Callable
+from typing import AsyncIterator
 
 import pytest
 
 from engine.coord.contract import CoordStore
 from engine.coord.local import LocalCoord
 
-WAIT_SECONDS = 15.0  # the longest any condition is waited for before the test fails
+WAIT_SECONDS = 15.0  # the longest the test broker is waited for before the test fails
 
 
 class FakeClock:
@@ -39,16 +39,6 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         self.now += seconds
-
-
-async def eventually(condition: Callable[[], Awaitable[bool]], *, what: str,
-                     deadline: float = WAIT_SECONDS) -> None:
-    """Poll `condition` until it holds; fail naming `what` once the deadline passes."""
-    give_up = time.monotonic() + deadline
-    while not await condition():
-        if time.monotonic() > give_up:
-            pytest.fail(f"gave up waiting for {what} after {deadline} s")
-        await asyncio.sleep(0.05)
 
 
 class Backend(abc.ABC):

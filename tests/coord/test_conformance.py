@@ -12,7 +12,7 @@ from engine.coord.contract import (
     RevisionMismatch,
     Unavailable,
 )
-from tests.coord.conftest import eventually
+from tests.queue.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -133,7 +133,7 @@ async def test_a_value_older_than_its_bucket_age_is_gone(backend, coord):
     async def gone() -> bool:
         return await coord.get(b, "k") is None
 
-    await eventually(gone, what="the bucket's age to take the value")
+    await eventually(gone, message="the bucket's age to take the value")
     assert await coord.keys(b) == []
     await coord.create(b, "k", b"again")  # an aged-out key is free
 
@@ -147,7 +147,7 @@ async def test_a_value_created_with_a_ttl_expires_alone(backend, coord):
     async def gone() -> bool:
         return await coord.get(b, "short") is None
 
-    await eventually(gone, what="the value's own ttl to take it")
+    await eventually(gone, message="the value's own ttl to take it")
     assert await coord.keys(b) == ["kept"]
 
 
@@ -204,5 +204,5 @@ async def test_a_rewrite_sets_the_value_s_lifetime_afresh(backend, coord):
     async def gone() -> bool:
         return await coord.get(b, "short") is None
 
-    await eventually(gone, what="the rewritten value's ttl to take it")
+    await eventually(gone, message="the rewritten value's ttl to take it")
     assert (await coord.get(b, "kept")).value == b"w"

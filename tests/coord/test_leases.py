@@ -16,7 +16,7 @@ from engine.coord.leases import (
     presence_key,
     seat_key,
 )
-from tests.coord.conftest import eventually
+from tests.queue.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -213,7 +213,7 @@ async def test_the_keeper_loop_renews_on_its_interval_until_stopped(backend):
         async def renewed() -> bool:
             return lease.last_renewed == target
 
-        await eventually(renewed, what="the keeper's loop to renew")
+        await eventually(renewed, message="the keeper's loop to renew")
     finally:
         await keeper.stop()
     assert reported == [] and not lease.lost

@@ -10,7 +10,7 @@ from engine.keyring import Keyring
 from engine.coord.contract import RevisionMismatch, Unavailable
 from engine.coord.dedupe import Dedupe
 from engine.coord.ledger import LEDGER_HORIZON_SECONDS, CompletionLedger
-from tests.coord.conftest import eventually
+from tests.queue.waiting import eventually
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -48,7 +48,7 @@ async def test_ledger_records_expire_after_the_horizon(backend):
     async def forgotten() -> bool:
         return await ledger.worked("alice", "t1") is None
 
-    await eventually(forgotten, what="the ledger's horizon to pass")
+    await eventually(forgotten, message="the ledger's horizon to pass")
 
 
 async def test_the_first_claim_wins_on_every_node(backend):
@@ -69,7 +69,7 @@ async def test_a_dedupe_slot_is_free_again_after_its_ttl(backend):
     async def free() -> bool:
         return await dedupe.claim("webhook", "d1", ttl=600)
 
-    await eventually(free, what="the dedupe slot to expire")
+    await eventually(free, message="the dedupe slot to expire")
     assert not await dedupe.claim("webhook", "d1", ttl=600)
 
 
@@ -145,4 +145,4 @@ async def test_a_node_that_stops_reporting_vanishes_from_apply_status(backend):
     async def vanished() -> bool:
         return "gone-node" not in {s["node"] for s in await revisions.applied_status(control)}
 
-    await eventually(vanished, what="the apply status entry's lifetime to clear the report")
+    await eventually(vanished, message="the apply status entry's lifetime to clear the report")

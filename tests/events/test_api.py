@@ -14,11 +14,11 @@ from ninja import NinjaAPI
 
 from crewlet_site import urls as site_urls
 from crewlet_site.auth import TokenAuth, configured_tokens
-from events.envelope import Event, format_timestamp
 from events.models import StoredEvent
 from events.store import write_events
-from events.tracing import new_span_id, new_trace_id
+from events.tracing import new_trace_id
 from tests.settings import ADMIN_TOKEN, READ_TOKEN
+from tests.events.factories import make_event
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -37,20 +37,6 @@ def admin_only(request):
 
 
 urlpatterns = [path("probe/", probe.urls), *site_urls.urlpatterns]
-
-
-def make_event(event_type: str, *, at: datetime, trace_id: str = "", **fields) -> Event:
-    wire = {
-        "id": str(uuid.uuid4()),
-        "type": event_type,
-        "timestamp": format_timestamp(at),
-        "source": "test",
-        "payload": {},
-        "trace_id": trace_id or new_trace_id(),
-        "span_id": new_span_id(),
-        **fields,
-    }
-    return Event.from_wire(wire)
 
 
 @pytest.fixture

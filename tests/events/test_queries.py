@@ -7,29 +7,15 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from django.db import connection
 
-from events.envelope import Event, format_timestamp
+from events.envelope import format_timestamp
 from events.queries import EventQueryError, encode_cursor, events_page, get_event, install_agent_resolver, trace
 from events.store import write_events
-from events.tracing import new_span_id, new_trace_id
+from events.tracing import new_trace_id
+from tests.events.factories import make_event
 
 pytestmark = [pytest.mark.django_db, pytest.mark.timeout(60)]
 
 T0 = datetime(2025, 6, 1, 9, 0, 0, tzinfo=timezone.utc)
-
-
-def make_event(event_type: str, *, at: datetime, trace_id: str = "", payload: dict | None = None, **fields) -> Event:
-    wire = {
-        "id": str(uuid.uuid4()),
-        "type": event_type,
-        "timestamp": format_timestamp(at),
-        "source": "test",
-        "payload": payload or {},
-        "trace_id": trace_id or new_trace_id(),
-        "span_id": new_span_id(),
-        "node": "node-a",
-        **fields,
-    }
-    return Event.from_wire(wire)
 
 
 def walk(limit: int, **filters) -> list[dict]:

@@ -11,28 +11,12 @@ import pytest
 from django.db import connection
 
 from events import categories
-from events.envelope import Event, format_timestamp, utcnow
+from events.envelope import Event, utcnow
 from events.models import EventParty, StoredEvent
 from events.store import EventStoreWriter, db_time, parties_of, write_events
-from events.tracing import new_span_id, new_trace_id
+from tests.events.factories import make_event
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def make_event(event_type: str, *, at: datetime | None = None, trace_id: str = "", payload: dict | None = None, **fields) -> Event:
-    """An event as it arrives off the wire (typed when the type is registered)."""
-    wire = {
-        "id": str(uuid.uuid4()),
-        "type": event_type,
-        "timestamp": format_timestamp(at or utcnow()),
-        "source": "test",
-        "payload": payload or {},
-        "trace_id": trace_id or new_trace_id(),
-        "span_id": new_span_id(),
-        "node": "node-a",
-        **fields,
-    }
-    return Event.from_wire(wire)
 
 
 class BrokenSummary(Event):

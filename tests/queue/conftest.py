@@ -96,6 +96,19 @@ async def backend(request, tmp_path) -> AsyncIterator[Backend]:
 
 
 @pytest.fixture
+async def broker(tmp_path):
+    """An embedded nats-server (the broker a solo node runs) with a temporary store."""
+    from engine.queue.broker import EmbeddedBroker
+
+    b = EmbeddedBroker(store_dir=str(tmp_path / "stream"), server_name="test-node")
+    await b.start()
+    try:
+        yield b
+    finally:
+        await b.stop()
+
+
+@pytest.fixture
 async def memory_backend() -> AsyncIterator[MemoryBackend]:
     """The twin alone, for the few cases about what only the twin has (its broker object)."""
     b = MemoryBackend(FAST)

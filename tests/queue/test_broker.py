@@ -32,16 +32,6 @@ pytestmark = pytest.mark.timeout(60)
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-async def broker(tmp_path):
-    b = EmbeddedBroker(store_dir=str(tmp_path / "stream"), server_name="test-node")
-    await b.start()
-    try:
-        yield b
-    finally:
-        await b.stop()
-
-
 def _gone(pid: int) -> bool:
     """True once pid is no process (a zombie nobody reaped counts as gone: it runs nothing)."""
     try:
@@ -302,8 +292,12 @@ async def test_a_route_port_taken_after_the_probe_is_refused_with_the_systems_re
     # The port is free when probed and taken before nats-server binds it: the broker's own
     # fatal bind error is reported as the taken port it is, the OS's words on the end.
     port = _free_port()
+    held = tmp_path / "held"
+    # The grabber marks the port held; the stand-in waits for the mark (up to 10 s) before it
+    # runs the real server.
     grab = (f"{sys.executable} -c \"import socket,time; s=socket.socket(); s.bind(('127.0.0.1',{port})); "
-            f"s.listen(); print('held', flush=True); time.sleep(30)\" & sleep 0.5; exec REAL \"$@\"")
+            f"s.listen(); open('{held}','w').close(); time.sleep(30)\" & "
+            f"i=0; while [ ! -e {held} ] && [ $i -lt 1000 ]; do sleep 0.01; i=$((i+1)); done; exec REAL \"$@\"")
     b = EmbeddedBroker(store_dir=str(tmp_path / "stream"), server_name="member-1", binary=_wrapper(tmp_path, grab),
                        cluster=ClusterSpec(name="crewlet", port=port, host="127.0.0.1",
                                            peers=(f"nats://127.0.0.1:{_free_port()}",)))

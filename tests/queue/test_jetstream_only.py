@@ -23,16 +23,6 @@ pytestmark = pytest.mark.timeout(60)
 
 
 @pytest.fixture
-async def broker(tmp_path):
-    b = EmbeddedBroker(store_dir=str(tmp_path / "stream"), server_name="test-node")
-    await b.start()
-    try:
-        yield b
-    finally:
-        await b.stop()
-
-
-@pytest.fixture
 async def queue(broker):
     q = await JetStreamQueue.connect(broker.client_url, token=broker.token, node_id="node-a")
     try:

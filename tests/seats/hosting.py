@@ -20,7 +20,7 @@ from events.tracing import trace_of
 from events.types.notification import ExternalNotification
 from seats.runtime import SeatRuntime
 from seats.turn import TurnResult
-from tests.queue.conftest import FAST, JetStreamBackend, MemoryBackend
+from tests.queue.conftest import backend  # noqa: F401  (the queue suite's fixture: both backends)
 
 EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)
 SCRIPTED = {"name": "local", "kind": "scripted", "reply": "ok"}
@@ -180,20 +180,6 @@ async def make_rig(backend, *, node_id: str = "node-a", the_company: Company | N
     published = Published(queue)
     await runtime.start()
     return Rig(backend, node, runtime, turns, published)
-
-
-@pytest.fixture(params=["memory", "jetstream"])
-async def backend(request, tmp_path):
-    """The memory twin, or a real nats-server with a temporary store (tests/queue/conftest.py)."""
-    if request.param == "memory":
-        b = MemoryBackend(FAST)
-    else:
-        b = JetStreamBackend(FAST, tmp_path / "stream")
-        await b.start()
-    try:
-        yield b
-    finally:
-        await b.close()
 
 
 @pytest.fixture
