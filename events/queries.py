@@ -15,6 +15,7 @@ import binascii
 import json
 import re
 import uuid
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
@@ -29,7 +30,7 @@ DEFAULT_LIMIT = 50
 MAX_LIMIT = 500
 MAX_TYPES = 50  # a filter is a handful of types; 50 keeps a crafted URL from building a huge query
 
-# A handle or an id -> the agent ids it names. The node installs the org's resolver at boot.
+# A handle or an id -> the agent ids it names (the caller's company knows; the store does not).
 AgentResolver = Callable[[str], Iterable[str]]
 
 
@@ -48,15 +49,6 @@ class EventQueryError(EventError):
 
 def _as_given(agent: str) -> Iterable[str]:
     return (agent,)
-
-
-_agent_resolver: AgentResolver = _as_given
-
-
-def install_agent_resolver(resolver: AgentResolver | None) -> None:
-    """Make `resolver` the default for `events_page(agent=...)`; None restores "treat it as an id"."""
-    global _agent_resolver
-    _agent_resolver = resolver or _as_given
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -170,6 +162,106 @@ def _fetch(sql: str, params: list[Any], using: str) -> list[tuple]:
         return cursor.fetchall()
 
 
+@dataclass(frozen=True)
+class EventFilter:
+    """`events_page`'s filters, checked: each bad value refused by name (EventQueryError)."""
+
+    category: str | None
+    types: list[str]
+    agents: list[str]
+    trace_id: str | None
+    since: datetime | None
+    until: datetime | None
+    feed_only: bool
+    after: tuple[datetime, uuid.UUID] | None
+    limit: int
+
+    @classmethod
+    def check(cls, *, category: Any, types: Any, agent: Any, trace_id: Any, since: Any, until: Any,
+              feed_only: Any, cursor: Any, limit: Any, resolve_agent: AgentResolver | None) -> "EventFilter":
+        agents: list[str] = []
+        if agent:
+            resolver = resolve_agent or _as_given
+            agents = list(dict.fromkeys([agent, *(str(a) for a in resolver(agent) if a)]))
+        return cls(category=_check_category(category), types=_check_types(types), agents=agents,
+                   trace_id=trace_id or None, since=parse_time(since, "since"), until=parse_time(until, "until"),
+                   feed_only=bool(feed_only), after=decode_cursor(cursor) if cursor else None,
+                   limit=_check_limit(limit))
+
+    def conditions(self, alias: str, one_type: str | None = None) -> tuple[list[str], list[Any]]:
+        """The WHERE clauses on the event row. Time and position go on whichever table drives
+        the scan (`alias`), so its index carries the range and the order."""
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.category:
+            clauses.append("e.category = %s")
+            params.append(self.category)
+        if one_type is not None:
+            clauses.append("e.event_type = %s")
+            params.append(one_type)
+        elif self.types:
+            clauses.append(f"e.event_type IN ({', '.join(['%s'] * len(self.types))})")
+            params.extend(self.types)
+        if self.trace_id:
+            clauses.append("e.trace_id = %s")
+            params.append(self.trace_id)
+        if self.feed_only:
+            clauses.append("e.feed = 1")
+        if self.since is not None:
+            clauses.append(f"{alias}.event_time >= %s")
+            params.append(db_time(self.since))
+        if self.until is not None:
+            clauses.append(f"{alias}.event_time < %s")
+            params.append(db_time(self.until))
+        if self.after is not None:
+            clauses.append(f"({alias}.event_time, {alias}.event_id) < (%s, %s)")
+            params.extend([db_time(self.after[0]), self.after[1].hex])
+        return clauses, params
+
+
+def _by_agents(f: EventFilter, fetch: int) -> tuple[str, list[Any]]:
+    """One ordered seek of the parties index per name, each stopping at `fetch` rows: the page's
+    rows are among the union of each name's first rows."""
+    branches, params = [], []
+    for name in f.agents:
+        clauses, branch_params = f.conditions("p")
+        clauses.insert(0, "p.agent_id = %s")
+        branches.append(
+            "SELECT * FROM (SELECT p.event_time, p.event_id FROM crewlet_event_parties p "
+            "JOIN crewlet_events e ON e.event_time = p.event_time AND e.event_id = p.event_id "
+            f"WHERE {' AND '.join(clauses)} {_NEWEST_FIRST.format(a='p')} LIMIT %s)"
+        )
+        params.extend([name, *branch_params, fetch])
+    sql = (
+        f"WITH hits(event_time, event_id) AS ({' UNION '.join(branches)}) "
+        f"SELECT {_COLUMNS} FROM hits h JOIN crewlet_events e "
+        "ON e.event_time = h.event_time AND e.event_id = h.event_id "
+        f"{_NEWEST_FIRST.format(a='e')} LIMIT %s"
+    )
+    return sql, [*params, fetch]
+
+
+def _by_types(f: EventFilter, fetch: int) -> tuple[str, list[Any]]:
+    """Several types: the same shape over the type index, one ordered seek per type."""
+    branches, params = [], []
+    for one in f.types:
+        clauses, branch_params = f.conditions("e", one)
+        branches.append(
+            f"SELECT * FROM (SELECT {_COLUMNS} FROM crewlet_events e "
+            f"WHERE {' AND '.join(clauses)} {_NEWEST_FIRST.format(a='e')} LIMIT %s)"
+        )
+        params.extend([*branch_params, fetch])
+    sql = f"{' UNION ALL '.join(branches)} ORDER BY event_time DESC, event_id DESC LIMIT %s"
+    return sql, [*params, fetch]
+
+
+def _by_time(f: EventFilter, fetch: int) -> tuple[str, list[Any]]:
+    """Everything else: one ordered scan of the time index."""
+    clauses, params = f.conditions("e")
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
+    return f"SELECT {_COLUMNS} FROM crewlet_events e{where} {_NEWEST_FIRST.format(a='e')} LIMIT %s", [*params, fetch]
+
+
 def events_page(
     category: str | None = None,
     types: Iterable[str] | str | None = None,
@@ -187,97 +279,19 @@ def events_page(
     """One page of events, newest first: `{"items": [...], "next_cursor": str | None}`.
 
     Filters combine with AND. `types` matches the row label (an inbound delivery's
-    `webhook:<event>`); `agent` is a handle or an agent id, matched against every agent the
-    event involves; `since` is inclusive and `until` exclusive; `feed_only` leaves out the
-    stored-not-fed class. `next_cursor` is None on the last page. Raises EventQueryError
-    naming the parameter for a bad cursor, time, category or limit.
+    `webhook:<event>`); `agent` is a handle or an agent id (`resolve_agent` maps a handle to
+    the ids it names), matched against every agent the event involves; `since` is inclusive
+    and `until` exclusive; `feed_only` leaves out the stored-not-fed class. `next_cursor` is
+    None on the last page. Raises EventQueryError naming the parameter for a bad cursor,
+    time, category or limit.
     """
-    category = _check_category(category)
-    wanted_types = _check_types(types)
-    limit = _check_limit(limit)
-    since_t = parse_time(since, "since")
-    until_t = parse_time(until, "until")
-    after = decode_cursor(cursor) if cursor else None
-    agents: list[str] = []
-    if agent:
-        resolver = resolve_agent or _agent_resolver
-        agents = list(dict.fromkeys([agent, *(str(a) for a in resolver(agent) if a)]))
-
-    # Filters on the event row itself. Time and position go on whichever table drives the
-    # scan (`a`), so its index carries the range and the order.
-    def where(a: str, one_type: str | None) -> tuple[list[str], list[Any]]:
-        clauses: list[str] = []
-        params: list[Any] = []
-        if category:
-            clauses.append("e.category = %s")
-            params.append(category)
-        if one_type is not None:
-            clauses.append("e.event_type = %s")
-            params.append(one_type)
-        elif wanted_types:
-            clauses.append(f"e.event_type IN ({', '.join(['%s'] * len(wanted_types))})")
-            params.extend(wanted_types)
-        if trace_id:
-            clauses.append("e.trace_id = %s")
-            params.append(trace_id)
-        if feed_only:
-            clauses.append("e.feed = 1")
-        if since_t is not None:
-            clauses.append(f"{a}.event_time >= %s")
-            params.append(db_time(since_t))
-        if until_t is not None:
-            clauses.append(f"{a}.event_time < %s")
-            params.append(db_time(until_t))
-        if after is not None:
-            clauses.append(f"({a}.event_time, {a}.event_id) < (%s, %s)")
-            params.extend([db_time(after[0]), after[1].hex])
-        return clauses, params
-
-    fetch = limit + 1  # one more than the page says whether another page exists
-    params: list[Any] = []
-    if agents:
-        # One ordered seek of the parties index per name, each stopping at `fetch` rows:
-        # the page's rows are among the union of each name's first rows.
-        branches = []
-        for name in agents:
-            clauses, branch_params = where("p", None)
-            clauses.insert(0, "p.agent_id = %s")
-            branches.append(
-                "SELECT * FROM (SELECT p.event_time, p.event_id FROM crewlet_event_parties p "
-                "JOIN crewlet_events e ON e.event_time = p.event_time AND e.event_id = p.event_id "
-                f"WHERE {' AND '.join(clauses)} {_NEWEST_FIRST.format(a='p')} LIMIT %s)"
-            )
-            params.extend([name, *branch_params, fetch])
-        sql = (
-            f"WITH hits(event_time, event_id) AS ({' UNION '.join(branches)}) "
-            f"SELECT {_COLUMNS} FROM hits h JOIN crewlet_events e "
-            "ON e.event_time = h.event_time AND e.event_id = h.event_id "
-            f"{_NEWEST_FIRST.format(a='e')} LIMIT %s"
-        )
-        params.append(fetch)
-    elif len(wanted_types) > 1:
-        # Several types: the same shape over the type index, one ordered seek per type.
-        branches = []
-        for one in wanted_types:
-            clauses, branch_params = where("e", one)
-            branches.append(
-                f"SELECT * FROM (SELECT {_COLUMNS} FROM crewlet_events e "
-                f"WHERE {' AND '.join(clauses)} {_NEWEST_FIRST.format(a='e')} LIMIT %s)"
-            )
-            params.extend([*branch_params, fetch])
-        sql = f"{' UNION ALL '.join(branches)} ORDER BY event_time DESC, event_id DESC LIMIT %s"
-        params.append(fetch)
-    else:
-        clauses, params = where("e", None)
-        sql = f"SELECT {_COLUMNS} FROM crewlet_events e"
-        if clauses:
-            sql += f" WHERE {' AND '.join(clauses)}"
-        sql += f" {_NEWEST_FIRST.format(a='e')} LIMIT %s"
-        params.append(fetch)
-
-    rows = _fetch(sql, params, using)
-    page = rows[:limit]
-    next_cursor = encode_cursor(*_position(page[-1])) if len(rows) > limit else None
+    f = EventFilter.check(category=category, types=types, agent=agent, trace_id=trace_id, since=since, until=until,
+                          feed_only=feed_only, cursor=cursor, limit=limit, resolve_agent=resolve_agent)
+    fetch = f.limit + 1  # one more than the page says whether another page exists
+    shape = _by_agents if f.agents else _by_types if len(f.types) > 1 else _by_time
+    rows = _fetch(*shape(f, fetch), using)
+    page = rows[:f.limit]
+    next_cursor = encode_cursor(*_position(page[-1])) if len(rows) > f.limit else None
     return {"items": [_item(r) for r in page], "next_cursor": next_cursor}
 
 
@@ -302,3 +316,24 @@ def trace(trace_id: str, *, using: str = DEFAULT_DB_ALIAS) -> list[dict[str, Any
         using,
     )
     return [_item(r) for r in rows]
+
+
+def turns_by_minute(since: datetime, until: datetime, *, using: str = DEFAULT_DB_ALIAS) -> list[tuple[int, str, int, int]]:
+    """Completed turns per (minute, agent) in [since, until): (minute since the epoch, agent id,
+    turns, tokens). A parked segment (`suspended`) is not a completed turn. One seek of the type
+    index, folded by SQLite rather than hauling a day of payloads back."""
+    sql = (
+        "SELECT CAST(strftime('%%s', substr(event_time, 1, 16) || ':00') AS INTEGER) / 60 AS minute, agent_id, "
+        "COUNT(*), COALESCE(SUM(COALESCE(json_extract(payload, '$.tokens_in'), 0) + "
+        "COALESCE(json_extract(payload, '$.tokens_out'), 0)), 0) "
+        "FROM crewlet_events WHERE event_type = %s AND event_time >= %s AND event_time < %s "
+        "AND COALESCE(json_extract(payload, '$.suspended'), 0) = 0 "
+        "GROUP BY minute, agent_id"
+    )
+    rows = _fetch(sql, ["agent_turn_completed", db_time(since), db_time(until)], using)
+    return [(int(m), str(a or ""), int(n), int(t or 0)) for m, a, n, t in rows]
+
+
+def minute_of(moment: datetime) -> int:
+    """Minutes since the epoch (UTC) of `moment`: the bucket a turn is counted in."""
+    return int(moment.astimezone(timezone.utc).timestamp() // 60)

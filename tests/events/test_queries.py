@@ -8,7 +8,7 @@ import pytest
 from django.db import connection
 
 from events.envelope import format_timestamp
-from events.queries import EventQueryError, encode_cursor, events_page, get_event, install_agent_resolver, trace
+from events.queries import EventQueryError, encode_cursor, events_page, get_event, trace
 from events.store import write_events
 from events.tracing import new_trace_id
 from tests.events.factories import make_event
@@ -91,19 +91,15 @@ def test_filter_by_agent_handle_matches_the_handle_the_event_carries(company):
     assert ids(events_page(agent="ada")["items"]) == [company["assigned"]]
 
 
-def test_an_installed_resolver_turns_a_handle_into_the_agents_id(company):
+def test_a_resolver_turns_a_handle_into_the_agents_id(company):
     org = {"ada": ["id-ada"], "cyd": ["id-cyd"]}
+    resolve = lambda name: org.get(name, [])  # noqa: E731
     every = [company[k] for k in ("spend", "turn", "assigned")]
-    assert ids(events_page(agent="ada", resolve_agent=lambda name: org.get(name, []))["items"]) == every
-    install_agent_resolver(lambda name: org.get(name, []))
-    try:
-        assert ids(events_page(agent="ada")["items"]) == every
-        # Two names for one agent, each row once, still newest first and still paged exactly.
-        first = events_page(agent="ada", limit=2)
-        assert ids(first["items"]) == every[:2]
-        assert ids(events_page(agent="ada", limit=2, cursor=first["next_cursor"])["items"]) == every[2:]
-    finally:
-        install_agent_resolver(None)
+    assert ids(events_page(agent="ada", resolve_agent=resolve)["items"]) == every
+    # Two names for one agent, each row once, still newest first and still paged exactly.
+    first = events_page(agent="ada", limit=2, resolve_agent=resolve)
+    assert ids(first["items"]) == every[:2]
+    assert ids(events_page(agent="ada", limit=2, cursor=first["next_cursor"], resolve_agent=resolve)["items"]) == every[2:]
 
 
 def test_filter_by_trace_id(company):
