@@ -36,9 +36,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 from engine.queue.contract import QueueError
+
+if TYPE_CHECKING:  # Tier A is read, never imported at run time: engine.config reads engine.queue's limits
+    from engine.config.node import NodeConfig
 
 log = logging.getLogger("queue.jetstream")
 
@@ -249,28 +252,21 @@ class EmbeddedBroker:
 
     # -- construction from Tier A -------------------------------------------------------
     @classmethod
-    def from_config(cls, node_config: Any, on_death: OnDeath | None = None) -> "EmbeddedBroker":
+    def from_config(cls, cfg: "NodeConfig", on_death: OnDeath | None = None) -> "EmbeddedBroker":
         """The broker Tier A describes: `stream.store_dir`, `stream.sync`, `stream.debug`,
         `stream.store_max_bytes`, `stream.cluster` and `node.id` (the server name)."""
-        stream = getattr(node_config, "stream", None)
-        node = getattr(node_config, "node", None)
-        cluster_cfg = getattr(stream, "cluster", None)
+        stream, declared = cfg.stream, cfg.stream.cluster
         cluster = None
-        if cluster_cfg is not None:
-            cluster = ClusterSpec(
-                name=getattr(cluster_cfg, "name", None) or "",
-                port=int(getattr(cluster_cfg, "port", None) or 6222),
-                host=getattr(cluster_cfg, "host", None) or None,
-                advertise=getattr(cluster_cfg, "advertise", None) or None,
-                peers=tuple(getattr(cluster_cfg, "peers", None) or ()),
-            )
+        if declared is not None:
+            cluster = ClusterSpec(name=declared.name or "", port=int(declared.port), host=declared.host or None,
+                                  advertise=declared.advertise or None, peers=tuple(declared.peers))
         return cls(
-            store_dir=getattr(stream, "store_dir", None) or "",
-            server_name=getattr(node, "id", None) or "",
-            sync=str(getattr(stream, "sync", None) or "always"),
-            debug=bool(getattr(stream, "debug", False)),
+            store_dir=stream.store_dir or "",
+            server_name=cfg.node.id or "",
+            sync=str(stream.sync or "always"),
+            debug=bool(stream.debug),
             cluster=cluster,
-            store_max_bytes=getattr(stream, "store_max_bytes", None),
+            store_max_bytes=stream.store_max_bytes,
             on_death=on_death,
         )
 
@@ -518,7 +514,7 @@ class EmbeddedBroker:
                 proc.send_signal(signal.SIGTERM)
             try:
                 await asyncio.wait_for(proc.wait(), self.stop_timeout_seconds)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 log.warning("embedded_broker_killed", extra={"server": self.server_name})
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)

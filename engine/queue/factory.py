@@ -13,12 +13,16 @@ after the boot (`EXIT_BROKER_DIED`, 69, no drain) or the connection was closed f
 from __future__ import annotations
 
 import inspect
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from engine.queue.broker import EXIT_BROKER_DIED, BrokerError, EmbeddedBroker
 from engine.queue.contract import EventQueue, QueueError, Tuning
-from engine.queue.jetstream import EXIT_CONNECTION_CLOSED, JetStreamQueue
+from engine.queue.jetstream import EXIT_CONNECTION_CLOSED, JetStreamQueue, Layout
+from engine.queue.jetstream_connection import Dial
 from engine.queue.topics import EVENT_RETENTION_HOURS_DEFAULT
+
+if TYPE_CHECKING:  # Tier A is read, never imported at run time: engine.config reads engine.queue's limits
+    from engine.config.node import NodeConfig
 
 OnFatal = Callable[[int, str], "Awaitable[None] | None"]
 
@@ -38,7 +42,7 @@ def _fatal(on_fatal: OnFatal | None, code: int) -> Callable[[str], Any] | None:
 
 
 async def open_queue(
-    node_config: Any,
+    cfg: "NodeConfig",
     *,
     node_id: str,
     on_fatal: OnFatal | None = None,
@@ -46,49 +50,34 @@ async def open_queue(
 ) -> tuple[EventQueue, EmbeddedBroker | None]:
     """The node's queue, ready (streams provisioned), and its embedded broker when it runs
     one (the caller stops it after closing the queue). QueueError when either cannot start."""
-    stream = getattr(node_config, "stream", None)
-    kind = getattr(stream, "type", None) or "embedded"
-    retention = getattr(stream, "event_retention_hours", None) or EVENT_RETENTION_HOURS_DEFAULT
-    replicas = int(getattr(stream, "replicas", None) or 1)
+    stream = cfg.stream
+    kind = stream.type or "embedded"
+    retention = stream.event_retention_hours or EVENT_RETENTION_HOURS_DEFAULT
+    replicas = int(stream.replicas or 1)
     if kind == "embedded":
-        broker = EmbeddedBroker.from_config(node_config, on_death=_fatal(on_fatal, EXIT_BROKER_DIED))
+        broker = EmbeddedBroker.from_config(cfg, on_death=_fatal(on_fatal, EXIT_BROKER_DIED))
         await broker.start()
         try:
+            # Its own member: the listeners' budget bounds the handshake, and a member gone for
+            # that long is a node restart (seed 002), never a peer's member instead.
+            dial = Dial(broker.client_url, token=broker.token, connect_timeout=broker.listeners_timeout_seconds,
+                        max_reconnect_attempts=int(broker.listeners_timeout_seconds))
             queue = await JetStreamQueue.connect(
-                broker.client_url,
-                token=broker.token,
-                node_id=node_id,
-                tuning=tuning,
-                event_retention_hours=retention,
-                replicas=replicas,
-                clustered=broker.cluster is not None,
-                name=f"crewlet-{node_id}",
-                on_closed_for_good=_fatal(on_fatal, EXIT_CONNECTION_CLOSED),
-                # Its own member: the listeners' budget bounds the handshake, and a member gone
-                # for that long is a node restart (seed 002), never a peer's member instead.
-                connect_timeout=broker.listeners_timeout_seconds,
-                max_reconnect_attempts=int(broker.listeners_timeout_seconds),
-            )
+                dial, node_id=node_id, tuning=tuning,
+                layout=Layout(event_retention_hours=retention, replicas=replicas, clustered=broker.cluster is not None),
+                on_closed_for_good=_fatal(on_fatal, EXIT_CONNECTION_CLOSED))
         except BaseException:
             await broker.stop()
             raise
         return queue, broker
     if kind == "nats":
-        url = getattr(stream, "url", None)
+        url = stream.url
         if not url:
             raise QueueError("stream.url: stream.type nats dials a NATS server; set its URL")
+        dial = Dial(url, token=stream.token or None, user_credentials=stream.credentials or None, tls=stream.tls)
         queue = await JetStreamQueue.connect(
-            url,
-            token=getattr(stream, "token", None) or None,
-            user_credentials=getattr(stream, "credentials", None) or None,
-            tls=getattr(stream, "tls", None),
-            node_id=node_id,
-            tuning=tuning,
-            event_retention_hours=retention,
-            replicas=replicas,
-            clustered=True,
-            name=f"crewlet-{node_id}",
-            on_closed_for_good=_fatal(on_fatal, EXIT_CONNECTION_CLOSED),
-        )
+            dial, node_id=node_id, tuning=tuning,
+            layout=Layout(event_retention_hours=retention, replicas=replicas, clustered=True),
+            on_closed_for_good=_fatal(on_fatal, EXIT_CONNECTION_CLOSED))
         return queue, None
     raise QueueError(f"stream.type: {kind!r} is not a stream type (embedded or nats)")

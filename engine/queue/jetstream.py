@@ -3,7 +3,7 @@ Structure", "Broadcast Streams"; seed 002, "An external NATS server", "The large
 every server must carry", "A connection the client gives up on is a node restart").
 
 One client code path whichever broker it dials: the node's embedded member (`broker.py`) or
-an external server or cluster (`stream.type: nats`). `JetStreamQueue.connect`:
+an external server or cluster (`stream.type: nats`). `JetStreamQueue.connect(Dial(...))`:
 - dials with unlimited reconnects a second apart and 2 s per attempt; a connection the client
   closes for good calls `on_closed_for_good` (the node then exits with status 1);
 - opens stream.tls files and the credentials file before the dial, so a missing one is named
@@ -19,13 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import logging
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import nats.errors
 import nats.js.errors
-from nats.aio.client import Client
 
 from engine.queue import topics
 from engine.queue.broker import MAX_PAYLOAD_BYTES
@@ -44,15 +45,7 @@ from engine.queue.contract import (
     Tuning,
 )
 from engine.queue.jetstream_broadcast import StreamTap
-from engine.queue.jetstream_connection import (
-    ConnectError,
-    NatsClient,
-    check_file,
-    max_payload_refusal,
-    redact_url,
-    scrub,
-    tls_context,
-)
+from engine.queue.jetstream_connection import ConnectError, Dial, NatsClient, max_payload_refusal, scrub
 from engine.queue.jetstream_consume import Attachment
 from engine.queue.jetstream_provision import METADATA_GROUP, METADATA_TOPIC, Provisioner, mailbox_config
 from events.envelope import Event
@@ -60,12 +53,20 @@ from events.envelope import Event
 log = logging.getLogger("queue.jetstream")
 
 EXIT_CONNECTION_CLOSED = 1      # seed 002: a node whose connection closed for good exits with status 1
-CONNECT_TIMEOUT_SECONDS = 2.0   # seed 002: each attempt (dial, TLS, handshake) gets 2 s
-RECONNECT_WAIT_SECONDS = 1.0
 PUBLISH_TIMEOUT_SECONDS = 10.0  # an fsync is 15-40 ms at p99 on a network volume; 10 s names a stall
 
 OnClosed = Callable[[str], Any]
 Key = tuple[str, str]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What the queue lays out on the broker: how long events are kept, how many replicas each
+    stream has, and whether the broker is a cluster (whose creates get the longer budgets)."""
+
+    event_retention_hours: float = topics.EVENT_RETENTION_HOURS_DEFAULT
+    replicas: int = 1
+    clustered: bool = False
 
 
 class JetStreamQueue:
@@ -73,16 +74,17 @@ class JetStreamQueue:
 
     publish_timeout_seconds = PUBLISH_TIMEOUT_SECONDS
 
-    def __init__(self, nc: Client, *, node_id: str, tuning: Tuning, event_retention_hours: float,
-                 replicas: int, clustered: bool, server: str, on_closed_for_good: OnClosed | None) -> None:
-        self.nc = nc
-        self.js = nc.jetstream(timeout=self.publish_timeout_seconds)
+    def __init__(self, dial: Dial, *, node_id: str, tuning: Tuning, layout: Layout,
+                 on_closed_for_good: OnClosed | None) -> None:
+        self.nc = NatsClient()
+        self.js = self.nc.jetstream(timeout=self.publish_timeout_seconds)
+        self.dial = dial
         self.node_id = node_id
         self.tuning = tuning
-        self.event_retention_hours = event_retention_hours
-        self.replicas = replicas
-        self.server = server
-        self.provisioner = Provisioner(nc, clustered=clustered)
+        self.event_retention_hours = layout.event_retention_hours
+        self.replicas = layout.replicas
+        self.server = dial.server
+        self.provisioner = Provisioner(self.nc, clustered=layout.clustered)
         self._on_closed_for_good = on_closed_for_good
         self._listeners: list[PublishListener] = []
         self._attachments: dict[Key, Attachment] = {}
@@ -92,94 +94,60 @@ class JetStreamQueue:
         self._streams_ready: set[str] = set()
         self._specs: dict[str, topics.StreamSpec] = {}
         self._publishable: set[str] = set()
+        self._connected = False
         self._closing = False
 
     # -- connecting -----------------------------------------------------------------------
     @classmethod
-    async def connect(
-        cls,
-        url: str,
-        *,
-        token: str | None = None,
-        user_credentials: str | None = None,
-        tls: Any = None,
-        node_id: str,
-        tuning: Tuning = Tuning(),
-        event_retention_hours: float = topics.EVENT_RETENTION_HOURS_DEFAULT,
-        replicas: int = 1,
-        clustered: bool = False,
-        name: str | None = None,
-        on_closed_for_good: OnClosed | None = None,
-        connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
-        max_reconnect_attempts: int = -1,
-    ) -> "JetStreamQueue":
+    async def connect(cls, dial: Dial, *, node_id: str, tuning: Tuning = Tuning(), layout: Layout = Layout(),
+                      on_closed_for_good: OnClosed | None = None) -> "JetStreamQueue":
         """Dial, check the server's max_payload, create the engine's streams; the ready queue.
         ConnectError names the field of a file that cannot be opened, or the refusal."""
-        if user_credentials:
-            check_file("stream.credentials", user_credentials)
-        context = tls_context(tls)
-        server = redact_url(url)
-        holder: dict[str, JetStreamQueue] = {}
-        nc = NatsClient()
-
-        async def error_cb(exc: Exception) -> None:
-            log.warning("jetstream_connection_error", extra={"server": server, "error": scrub(str(exc) or type(exc).__name__, url, token)})
-
-        async def disconnected_cb() -> None:
-            if "q" in holder and not holder["q"]._closing:
-                log.warning("jetstream_disconnected", extra={"server": server})
-
-        async def reconnected_cb() -> None:
-            queue = holder.get("q")
-            if queue is not None:
-                queue._reconnected()
-
-        async def closed_cb() -> None:
-            queue = holder.get("q")
-            if queue is not None:
-                await queue._closed()
-
-        options: dict[str, Any] = dict(
-            servers=[s.strip() for s in url.split(",") if s.strip()],
-            name=name or f"crewlet-{node_id}",
-            allow_reconnect=True,
-            max_reconnect_attempts=max_reconnect_attempts,
-            reconnect_time_wait=RECONNECT_WAIT_SECONDS,
-            connect_timeout=connect_timeout,
-            error_cb=error_cb,
-            disconnected_cb=disconnected_cb,
-            reconnected_cb=reconnected_cb,
-            closed_cb=closed_cb,
-            # The servers named, and no others: a cluster member's peers are not this node's.
-            dont_randomize=True,
-        )
-        if token:
-            options["token"] = token
-        if user_credentials:
-            options["user_credentials"] = user_credentials
-        if context is not None:
-            options["tls"] = context
+        if dial.name is None:
+            dial = dataclasses.replace(dial, name=f"crewlet-{node_id}")
+        queue = cls(dial, node_id=node_id, tuning=tuning, layout=layout, on_closed_for_good=on_closed_for_good)
+        options = dial.options(error_cb=queue._on_error, disconnected_cb=queue._on_disconnected,
+                               reconnected_cb=queue._on_reconnected, closed_cb=queue._on_closed)
         try:
-            await nc.connect(**options)
+            await queue.nc.connect(**options)
         except Exception as exc:
-            raise ConnectError(f"jetstream: could not connect to {server}: "
-                               f"{scrub(str(exc) or type(exc).__name__, url, token)}") from None
-        queue = cls(nc, node_id=node_id, tuning=tuning, event_retention_hours=event_retention_hours,
-                    replicas=replicas, clustered=clustered, server=server, on_closed_for_good=on_closed_for_good)
+            raise ConnectError(f"jetstream: could not connect to {dial.server}: "
+                               f"{dial.scrub(str(exc) or type(exc).__name__)}") from None
         try:
-            if nc.max_payload < MAX_PAYLOAD_BYTES:
-                raise ConnectError(max_payload_refusal(server, nc.max_payload))
-            for spec in topics.engine_streams(event_retention_hours):
-                await queue.provisioner.ensure_stream(spec, replicas)
-                queue._streams_ready.add(spec.name)
+            await queue._provision_streams()
         except BaseException:
             queue._closing = True
             with contextlib.suppress(Exception):
-                await nc.close()
+                await queue.nc.close()
             raise
-        holder["q"] = queue
-        log.debug("jetstream_connected", extra={"server": server, "node": node_id})
+        queue._connected = True
+        log.debug("jetstream_connected", extra={"server": dial.server, "node": node_id})
         return queue
+
+    async def _provision_streams(self) -> None:
+        """Refuse a server that holds this connection under 8 MiB, then create the engine's streams."""
+        if self.nc.max_payload < MAX_PAYLOAD_BYTES:
+            raise ConnectError(max_payload_refusal(self.server, self.nc.max_payload))
+        for spec in topics.engine_streams(self.event_retention_hours):
+            await self.provisioner.ensure_stream(spec, self.replicas)
+            self._streams_ready.add(spec.name)
+
+    # The client's callbacks. Until the queue is handed out (`_connected`), a disconnect or a
+    # close is the dial's own failure, which `connect` reports.
+    async def _on_error(self, exc: Exception) -> None:
+        log.warning("jetstream_connection_error", extra={"server": self.server, "error": self.dial.scrub(str(exc) or type(exc).__name__)})
+
+    async def _on_disconnected(self) -> None:
+        if self._connected and not self._closing:
+            log.warning("jetstream_disconnected", extra={"server": self.server})
+
+    async def _on_reconnected(self) -> None:
+        if self._connected:
+            self._reconnected()
+
+    async def _on_closed(self) -> None:
+        if self._connected:
+            await self._closed()
 
     def _reconnected(self) -> None:
         log.info("jetstream_reconnected", extra={"server": self.server})
@@ -248,7 +216,7 @@ class JetStreamQueue:
         except nats.errors.MaxPayloadError:
             raise QueueError(f"jetstream: publish to {topic}: the event is larger than the server's "
                              f"max_payload ({self.nc.max_payload} bytes)") from None
-        except (nats.errors.TimeoutError, asyncio.TimeoutError):
+        except (TimeoutError, nats.errors.TimeoutError):
             raise QueueError(f"jetstream: publish to {topic} was not acknowledged within "
                              f"{self.publish_timeout_seconds:g}s") from None
         except nats.errors.NoRespondersError:
@@ -335,14 +303,16 @@ class JetStreamQueue:
         self._attachments[(topic, group)] = attachment
         return attachment
 
-    def _forget(self, attachment: Attachment) -> None:
+    def forget(self, attachment: Attachment) -> None:
+        """An attachment that ended lets go of its place (its consume loop calls this)."""
         if self._attachments.get(attachment.key) is attachment:
             del self._attachments[attachment.key]
 
     def is_attached(self, topic: str, group: str) -> bool:
         return (topic, group) in self._attachments
 
-    def _gate_open(self, key: Key) -> bool:
+    def gate_open(self, key: Key) -> bool:
+        """No pause and no hold on the subscription: an attachment may fetch (it asks before each pull)."""
         return key not in self._paused and not self._holds.get(key)
 
     async def _changed(self, key: Key) -> None:
@@ -435,6 +405,10 @@ class JetStreamQueue:
         await tap.start()
         self._taps.add(tap)
         return tap
+
+    def forget_tap(self, tap: StreamTap) -> None:
+        """A broadcast subscription that closed lets go of its place (its `close` calls this)."""
+        self._taps.discard(tap)
 
     # -- stopping -------------------------------------------------------------------------
     def _check_open(self) -> None:

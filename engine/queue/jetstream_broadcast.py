@@ -71,7 +71,7 @@ class StreamTap(BufferedTap):
         """End the subscription; the broker's consumer goes with it (or is reaped when idle)."""
         if self._closed:
             return
-        self._queue._taps.discard(self)
+        self._queue.forget_tap(self)
         await self.stop_pump()
         if self._sub is not None:
             with contextlib.suppress(Exception):

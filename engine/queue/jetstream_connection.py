@@ -1,5 +1,6 @@
-"""Dialing the broker: what is checked before and right after the NATS connection opens
-(seed 002, "An external NATS server", "The largest message every server must carry").
+"""Dialing the broker: where and how (`Dial`), and what is checked before and right after the
+NATS connection opens (seed 002, "An external NATS server", "The largest message every server
+must carry").
 
 - stream.tls and the credentials file are opened before the dial, and a file that cannot be
   is named by its field: left to the client it surfaces as a dial error that reads exactly
@@ -11,7 +12,8 @@ from __future__ import annotations
 
 import contextlib
 import ssl
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
 from nats.aio.client import Client
@@ -20,8 +22,65 @@ from engine.queue.broker import MAX_PAYLOAD_BYTES
 from engine.queue.contract import QueueError
 
 
+CONNECT_TIMEOUT_SECONDS = 2.0   # seed 002: each attempt (dial, TLS, handshake) gets 2 s
+RECONNECT_WAIT_SECONDS = 1.0
+
+
 class ConnectError(QueueError):
     """The queue could not connect, or refused the server it reached."""
+
+
+@dataclass(frozen=True)
+class Dial:
+    """Where the broker is and how to sign in: Tier A `stream.url`, `token`, `credentials` and
+    `tls` (an embedded member's own URL and per-boot token), the client's name, and how long an
+    attempt and how many reconnects (-1: for ever) the connection gets."""
+
+    url: str
+    token: str | None = None
+    user_credentials: str | None = None
+    tls: Any = None
+    name: str | None = None
+    connect_timeout: float = CONNECT_TIMEOUT_SECONDS
+    max_reconnect_attempts: int = -1
+
+    @property
+    def server(self) -> str:
+        """The server(s) as a log line may name them: no userinfo."""
+        return redact_url(self.url)
+
+    def scrub(self, text: str) -> str:
+        """`text` without this dial's userinfo or token."""
+        return scrub(text, self.url, self.token)
+
+    def options(self, *, error_cb: Callable[[Exception], Awaitable[None]], disconnected_cb: Callable[[], Awaitable[None]],
+                reconnected_cb: Callable[[], Awaitable[None]], closed_cb: Callable[[], Awaitable[None]]) -> dict[str, Any]:
+        """nats-py's connect options: the files checked and the TLS context built first, so a file
+        that cannot be opened is named by its field rather than reported as an unreachable broker."""
+        if self.user_credentials:
+            check_file("stream.credentials", self.user_credentials)
+        context = tls_context(self.tls)
+        options: dict[str, Any] = dict(
+            servers=[s.strip() for s in self.url.split(",") if s.strip()],
+            name=self.name,
+            allow_reconnect=True,
+            max_reconnect_attempts=self.max_reconnect_attempts,
+            reconnect_time_wait=RECONNECT_WAIT_SECONDS,
+            connect_timeout=self.connect_timeout,
+            error_cb=error_cb,
+            disconnected_cb=disconnected_cb,
+            reconnected_cb=reconnected_cb,
+            closed_cb=closed_cb,
+            # The servers named, and no others: a cluster member's peers are not this node's.
+            dont_randomize=True,
+        )
+        if self.token:
+            options["token"] = self.token
+        if self.user_credentials:
+            options["user_credentials"] = self.user_credentials
+        if context is not None:
+            options["tls"] = context
+        return options
 
 
 class NatsClient(Client):

@@ -183,7 +183,7 @@ class Attachment:
     @property
     def ready(self) -> bool:
         """Attached, not quiesced, not paused, no hold: only then does it fetch or keep mail."""
-        return self.active and not self.quiesced and self.queue._gate_open(self.key)
+        return self.active and not self.quiesced and self.queue.gate_open(self.key)
 
     # -- state changes ----------------------------------------------------------------------
     async def changed(self) -> None:
@@ -236,7 +236,7 @@ class Attachment:
         description = (msg.headers or {}).get("Description", "")
         if status == "409" and "Deleted" in description:
             log.info("jetstream_subscription_deleted", extra={"topic": self.topic, "group": self.group})
-            self.queue._forget(self)
+            self.queue.forget(self)
             self.active = False
         elif status == "503":
             # No responder for the pull: the consumer (or its stream) is gone, or a cluster
@@ -244,7 +244,7 @@ class Attachment:
             info = await self.queue.provisioner.consumer_info(self.stream, self.consumer)
             if info is None:
                 log.info("jetstream_subscription_deleted", extra={"topic": self.topic, "group": self.group})
-                self.queue._forget(self)
+                self.queue.forget(self)
                 self.active = False
             else:
                 await asyncio.sleep(CONSUMER_GONE_RECHECK_SECONDS)
@@ -423,4 +423,4 @@ class Attachment:
         async with self._lock:
             await self.puller.cancel()
         await asyncio.shield(self.hand_back_held())
-        self.queue._forget(self)
+        self.queue.forget(self)

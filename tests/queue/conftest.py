@@ -69,9 +69,10 @@ class JetStreamBackend(Backend):
 
     async def client(self, node_id: str = "node-a", tuning: Tuning | None = None) -> EventQueue:
         from engine.queue.jetstream import JetStreamQueue
+        from engine.queue.jetstream_connection import Dial
 
         c = await JetStreamQueue.connect(
-            self.broker.client_url, token=self.broker.token, node_id=node_id, tuning=tuning or self.tuning
+            Dial(self.broker.client_url, token=self.broker.token), node_id=node_id, tuning=tuning or self.tuning
         )
         self.clients.append(c)
         return c

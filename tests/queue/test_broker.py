@@ -262,7 +262,8 @@ async def _pending_is(q, expected: int) -> bool:
 
 
 async def test_three_members_form_a_cluster_that_serves_a_replicated_mailbox(tmp_path):
-    from engine.queue.jetstream import JetStreamQueue
+    from engine.queue.jetstream import JetStreamQueue, Layout
+    from engine.queue.jetstream_connection import Dial
     from tests.queue.recording import GROUP, INBOX, probe
 
     ports = [_free_port() for _ in range(3)]
@@ -274,8 +275,8 @@ async def test_three_members_form_a_cluster_that_serves_a_replicated_mailbox(tmp
     ]
     try:
         await asyncio.gather(*(m.start() for m in members))  # each waits for JetStream to be current
-        q = await JetStreamQueue.connect(members[1].client_url, token=members[1].token, node_id="node-b",
-                                         replicas=3, clustered=True)
+        q = await JetStreamQueue.connect(Dial(members[1].client_url, token=members[1].token), node_id="node-b",
+                                         layout=Layout(replicas=3, clustered=True))
         try:
             await q.ensure_subscription(INBOX, GROUP)
             await q.publish(INBOX, probe("replicated"))

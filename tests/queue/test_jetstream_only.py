@@ -14,7 +14,8 @@ import pytest
 from engine.queue import topics
 from engine.queue.broker import EmbeddedBroker
 from engine.queue.contract import MAX_DELIVERIES, Tuning
-from engine.queue.jetstream import EXIT_CONNECTION_CLOSED, ConnectError, JetStreamQueue, redact_url
+from engine.queue.jetstream import EXIT_CONNECTION_CLOSED, ConnectError, JetStreamQueue
+from engine.queue.jetstream_connection import Dial, redact_url
 from engine.queue.jetstream_provision import METADATA_GROUP, METADATA_TOPIC
 from tests.queue.recording import GROUP, INBOX, probe
 from tests.queue.waiting import eventually
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.timeout(60)
 
 @pytest.fixture
 async def queue(broker):
-    q = await JetStreamQueue.connect(broker.client_url, token=broker.token, node_id="node-a")
+    q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="node-a")
     try:
         yield q
     finally:
@@ -41,7 +42,7 @@ async def test_a_server_carrying_less_than_8_mib_is_refused_with_the_setting_to_
     await small.start()
     try:
         with pytest.raises(ConnectError) as err:
-            await JetStreamQueue.connect(small.client_url, token=small.token, node_id="node-a")
+            await JetStreamQueue.connect(Dial(small.client_url, token=small.token), node_id="node-a")
         text = str(err.value)
         assert f"the NATS server at {small.client_url} announces a max_payload of 1048576 bytes" in text
         assert "below the 8388608 bytes this build needs" in text
@@ -59,14 +60,14 @@ async def test_a_missing_tls_file_is_named_by_its_field_before_any_dial(tmp_path
     tls[field] = str(missing)
     with pytest.raises(ConnectError) as err:
         # Port 1 answers nothing: a dial would fail differently, and slower.
-        await JetStreamQueue.connect("nats://127.0.0.1:1", tls=tls, node_id="node-a")
+        await JetStreamQueue.connect(Dial("nats://127.0.0.1:1", tls=tls), node_id="node-a")
     assert str(err.value) == f"queue: stream.tls.{field} {missing}: no such file or directory"
 
 
 async def test_a_missing_credentials_file_is_named_by_its_field(tmp_path):
     missing = tmp_path / "engine.creds"
     with pytest.raises(ConnectError) as err:
-        await JetStreamQueue.connect("nats://127.0.0.1:1", user_credentials=str(missing), node_id="node-a")
+        await JetStreamQueue.connect(Dial("nats://127.0.0.1:1", user_credentials=str(missing)), node_id="node-a")
     assert str(err.value) == f"queue: stream.credentials {missing}: no such file or directory"
 
 
@@ -74,15 +75,15 @@ async def test_a_urls_userinfo_is_never_repeated(caplog):
     assert redact_url("nats://engine:hunter22@nats-1.internal:4222,nats://tok3n@nats-2.internal") == \
         "nats://nats-1.internal:4222,nats://nats-2.internal"
     with caplog.at_level(logging.DEBUG), pytest.raises(ConnectError) as err:
-        await JetStreamQueue.connect("nats://engine:hunter22@127.0.0.1:1", node_id="node-a", max_reconnect_attempts=1)
+        await JetStreamQueue.connect(Dial("nats://engine:hunter22@127.0.0.1:1", max_reconnect_attempts=1), node_id="node-a")
     assert "hunter22" not in str(err.value) and "engine:" not in str(err.value)
     assert not any("hunter22" in r.getMessage() or "hunter22" in str(r.__dict__) for r in caplog.records)
 
 
 async def test_a_connection_closed_for_good_is_reported_for_a_node_restart(broker, caplog):
     reasons: list[str] = []
-    q = await JetStreamQueue.connect(broker.client_url, token=broker.token, node_id="node-a",
-                                     max_reconnect_attempts=1, on_closed_for_good=reasons.append)
+    q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token, max_reconnect_attempts=1),
+                                     node_id="node-a", on_closed_for_good=reasons.append)
     await broker.stop()  # nothing to reconnect to: the client gives up after its attempts
     await eventually(lambda: reasons, timeout=30, message="on_closed_for_good was not called")
     assert "closed this node's connection" in reasons[0] and "for good" in reasons[0]
@@ -107,7 +108,7 @@ async def test_the_engine_streams_carry_retention_by_purpose(queue):
 
 
 async def test_a_second_client_provisions_the_same_streams_idempotently(broker, queue):
-    again = await JetStreamQueue.connect(broker.client_url, token=broker.token, node_id="node-b")
+    again = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="node-b")
     try:
         names = await again.provisioner.stream_names("CREWLET_")
         assert sorted(names) == sorted(s.name for s in topics.engine_streams())
@@ -132,7 +133,7 @@ async def test_a_mailbox_is_a_durable_pull_consumer_without_backoff_or_inactivit
 
 async def test_a_client_with_other_timings_finds_the_mailbox_already_there(broker, queue):
     await queue.ensure_subscription(INBOX, GROUP)
-    other = await JetStreamQueue.connect(broker.client_url, token=broker.token, node_id="node-b",
+    other = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="node-b",
                                          tuning=Tuning(ack_wait_seconds=60))
     try:
         await other.ensure_subscription(INBOX, GROUP)  # a peer made it first: there, not an error
@@ -200,7 +201,7 @@ async def test_a_broadcast_tap_is_an_ephemeral_consumer_from_now_acking_nothing(
 
 async def test_a_message_that_exhausts_its_budget_is_terminated_after_its_dead_letter(broker):
     fast = Tuning(max_deliveries=2, nak_base_seconds=0.05, nak_cap_seconds=0.05)
-    q = await JetStreamQueue.connect(broker.client_url, token=broker.token, node_id="node-a", tuning=fast)
+    q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="node-a", tuning=fast)
     try:
         from engine.queue.contract import Outcome
 
@@ -227,7 +228,7 @@ async def test_a_message_that_exhausts_its_budget_is_terminated_after_its_dead_l
 
 
 async def test_a_token_less_client_cannot_use_the_broker(broker):
-    with pytest.raises(Exception):
+    with pytest.raises(nats.errors.Error, match="Authorization Violation"):  # refused at its first CONNECT
         await nats.connect(broker.client_url, allow_reconnect=False, connect_timeout=2, max_reconnect_attempts=0)
 
 
