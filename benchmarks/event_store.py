@@ -342,8 +342,8 @@ def measure_queries(repeat: int) -> list[tuple[str, float, float]]:
         if response.status_code != 200 or len(response.json()["items"]) != 50:
             raise SystemExit(f"benchmark: GET /events {label} answered {response.status_code}: {response.content[:200]!r}")
         # A deep page too: the cursor is a seek, so page 20 should cost what page 1 does.
-        fn = median_ms(lambda: events_page(**kwargs), repeat)
-        route = median_ms(lambda: client.get("/events", query, **auth), repeat)
+        fn = median_ms(lambda kwargs=kwargs: events_page(**kwargs), repeat)
+        route = median_ms(lambda query=query: client.get("/events", query, **auth), repeat)
         out.append((label, fn, route))
     cursor = None
     for _ in range(20):

@@ -14,7 +14,6 @@ Run: .venv/bin/python benchmarks/node.py
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import statistics
 import subprocess
@@ -114,7 +113,6 @@ def main() -> None:
 
         # 1,000 mailboxes: a company of 1,000 agent seats, applied at boot; the node logs the apply.
         _, ready_big, node = boot_once(tmp_path / "big", 1000)
-        applied = [line for line in node.log_lines() if line.get("msg") == "config_revision_applied"]
         node.stop()
         status, body = None, None
         events = [line for line in node.log_lines() if line.get("msg") == "mailboxes_ensured"]
@@ -135,18 +133,20 @@ def main() -> None:
             began = time.monotonic()
             status, body, _ = node.put("/config", (company(100) + f"    - {{handle: extra{k}, kind: agent, role: engineer}}\n").encode())
             assert status == 200, body
-            eventually(lambda: node.probe("/health")[1]["revision"] == before + 1, 60, "the revision to apply", node, 0.005)
+            eventually(lambda before=before: node.probe("/health")[1]["revision"] == before + 1, 60, "the revision to apply",
+                       node, 0.005)
             applies.append(time.monotonic() - began)
         node.stop()
 
     med = statistics.median
-    print("benchmarks/node.py (median of %d boots on a fresh store)" % RUNS)
+    print(f"benchmarks/node.py (median of {RUNS} boots on a fresh store)")
     print(f"  process start -> /health 200        {med(health):6.2f} s   (target < 5 s)")
     print(f"  process start -> /ready 200         {med(ready):6.2f} s   (target < 5 s)")
     print(f"    baseline: bare nats-server up     {med(nats_times):6.2f} s")
     print(f"    baseline: bare `manage.py check`  {med(django_times):6.2f} s")
     print(f"  1,000-seat company: start -> ready  {ready_big:6.2f} s")
-    print(f"  ensure 1,000 seat mailboxes         {mailboxes_ms / 1000 if mailboxes_ms is not None else float('nan'):6.2f} s   (2,000 subscriptions: inbox + control)")
+    mailboxes_s = mailboxes_ms / 1000 if mailboxes_ms is not None else float("nan")
+    print(f"  ensure 1,000 seat mailboxes         {mailboxes_s:6.2f} s   (2,000 subscriptions: inbox + control)")
     print(f"  idle node, 100 agent seats, RSS     {idle_mb:6.1f} MB  (node + broker child; target < 250 MB)")
     print(f"    baseline: bare nats-server RSS    {nats_mem:6.1f} MB")
     print(f"    baseline: bare Django ASGI RSS    {django_mem:6.1f} MB")

@@ -36,6 +36,7 @@ from engine.queue import topics  # noqa: E402
 from engine.queue.broker import EmbeddedBroker  # noqa: E402
 from engine.queue.contract import Tuning  # noqa: E402
 from engine.queue.jetstream import JetStreamQueue  # noqa: E402
+from engine.queue.jetstream_connection import Dial  # noqa: E402
 from events.envelope import Event  # noqa: E402
 
 GROUP = "bench"
@@ -128,7 +129,7 @@ async def raw_throughput(url: str, token: str, subjects: list[str], total: int) 
     await asyncio.gather(*(publisher(s) for s in subjects), *(consumer(s) for s in subs))
     await nc.flush()
     elapsed = time.perf_counter() - began
-    for subject, sub in zip(subjects, subs):
+    for subject, sub in zip(subjects, subs, strict=True):
         await sub.unsubscribe()
         await js.delete_consumer("CREWLET_AGENT", "raw_" + topics.durable_name(subject, GROUP)[:60])
     await nc.close()
@@ -179,7 +180,7 @@ async def jetstream_run(sync: str, sizes: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="crewlet-bench-") as store:
         broker = EmbeddedBroker(store_dir=store, server_name="bench", sync=sync)
         await broker.start()
-        q = await JetStreamQueue.connect(broker.client_url, token=broker.token, node_id="bench", tuning=Tuning())
+        q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="bench", tuning=Tuning())
         try:
             out: dict = {}
             for kind, count in (("one", 1), ("seats", SEATS)):

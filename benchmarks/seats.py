@@ -47,7 +47,8 @@ from engine.queue import topics  # noqa: E402
 from engine.queue.broker import EmbeddedBroker  # noqa: E402
 from engine.queue.contract import BatchOptions, Tuning  # noqa: E402
 from engine.queue.jetstream import JetStreamQueue  # noqa: E402
-from engine.server import loop_factory  # noqa: E402
+from engine.queue.jetstream_connection import Dial  # noqa: E402
+from engine.node.server import loop_factory  # noqa: E402
 from events.envelope import new  # noqa: E402
 from events.tracing import trace_of  # noqa: E402
 from events.types.notification import ExternalNotification  # noqa: E402
@@ -160,7 +161,7 @@ async def solo_run(q, turns: int) -> dict:
     for i in range(turns):
         await q.publish(inbox, message(0, i, 0))
 
-        async def acked() -> bool:
+        async def acked(i: int = i) -> bool:
             return len(recorded.runs) > i and await q.pending(inbox, group) == 0
 
         await _until(acked)
@@ -231,10 +232,10 @@ async def main() -> None:
     with tempfile.TemporaryDirectory(prefix="crewlet-bench-") as store:
         broker = EmbeddedBroker(store_dir=store, server_name="bench")
         await broker.start()
-        q = await JetStreamQueue.connect(broker.client_url, token=broker.token, node_id="bench", tuning=Tuning())
+        q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="bench", tuning=Tuning())
         try:
             base = await baseline_run(q, plan(conversations, messages))
-            print(f"\n== baseline: raw subscribe_batch drain, no turns (max_batch 20)")
+            print("\n== baseline: raw subscribe_batch drain, no turns (max_batch 20)")
             print(f"  {base['partitions']} partitions in {base['elapsed']:.2f} s: {base['per_partition_ms']:.2f} ms a "
                   f"partition, {base['per_message_ms']:.2f} ms a message, per seat")
             solo = await solo_run(q, 20 if args.quick else 50)

@@ -61,9 +61,10 @@ def pct(values: list[float], p: float) -> float:
 async def publish(url: str, token: str, rate: int, seconds: float, run: str) -> None:
     from engine.queue import topics
     from engine.queue.jetstream import JetStreamQueue
+    from engine.queue.jetstream_connection import Dial
     from events.envelope import Event
 
-    queue = await JetStreamQueue.connect(url, token=token, node_id="bench-publisher")
+    queue = await JetStreamQueue.connect(Dial(url, token=token), node_id="bench-publisher")
     total = int(rate * seconds)
     began = time.monotonic()
     for seq in range(total):
@@ -211,7 +212,8 @@ api: {{host: 127.0.0.1, port: 0}}
     from django.conf import settings
 
     if Path(settings.DATABASES["default"]["NAME"]) != work / "company.db":
-        raise SystemExit(f"benchmark: the store is not the temporary file ({settings.NODE.load_error or settings.DATABASES['default']['NAME']}); refusing to write elsewhere")
+        where = settings.NODE.load_error or settings.DATABASES["default"]["NAME"]
+        raise SystemExit(f"benchmark: the store is not the temporary file ({where}); refusing to write elsewhere")
     django.setup()
     from django.core.management import call_command
 

@@ -1,7 +1,9 @@
-"""The one NinjaAPI: every app mounts its own Router here (STYLE.md, "Layout").
+"""The one NinjaAPI: every app mounts its own Router here with the bearer check (STYLE.md,
+"Layout"; crewlet_site.auth): a read needs the read grant, a write the admin grant. No app
+knows how a caller is admitted.
 
-Every error leaves as JSON `{"detail": ...}`; a handler's unexpected exception is logged
-and answered 500 without a traceback.
+Every error leaves as JSON `{"detail": ...}`: an app's refusal with the status it carries, a
+handler's unexpected exception logged and answered 500 without a traceback.
 """
 from __future__ import annotations
 
@@ -10,6 +12,9 @@ import logging
 from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+from crewlet_site.auth import TokenAuth
+from seats.errors import SeatRefused
 
 log = logging.getLogger("api")
 
@@ -41,6 +46,11 @@ def _http_error(request: HttpRequest, exc: HttpError):
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 
+@api.exception_handler(SeatRefused)
+def _seat_refused(request: HttpRequest, exc: SeatRefused):
+    return api.create_response(request, {"detail": exc.detail}, status=exc.status)
+
+
 @api.exception_handler(Exception)
 def _unexpected(request: HttpRequest, exc: Exception):
     log.exception("api_unhandled_error", extra={"path": request.path})
@@ -48,13 +58,13 @@ def _unexpected(request: HttpRequest, exc: Exception):
 
 
 def mount_routers() -> None:
-    """Attach each app's Router; called once from urls.py."""
-    from engine.api import router as engine_router
-    from events.api import router as events_router
-    from notify.api import router as notify_router
-    from seats.api import router as seats_router
+    """Attach each app's Routers with their grants; called once from urls.py. (The webhook
+    routes are answered before Django, by notify's ASGI edge: crewlet_site/asgi.py.)"""
+    from engine import api as engine_api
+    from events import api as events_api
+    from seats import api as seats_api
 
-    api.add_router("/events", events_router)
-    api.add_router("", engine_router)
-    api.add_router("", seats_router)
-    api.add_router("", notify_router)
+    bearer = TokenAuth()
+    api.add_router("/events", events_api.router, auth=bearer)
+    api.add_router("", engine_api.router, auth=bearer)
+    api.add_router("", seats_api.router, auth=bearer)

@@ -1,5 +1,6 @@
 """The ASGI application: webhooks through notify's edge, other HTTP through Django, WebSockets
-through Channels."""
+through Channels. The node serves it wrapped in its own layer (engine.node.surface), which puts
+the node in every request's scope; `ASGI_APPLICATION` names it to the node's command."""
 import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crewlet_site.settings")
@@ -10,8 +11,6 @@ from django.core.asgi import get_asgi_application  # noqa: E402
 
 django_app = get_asgi_application()
 
-from django.urls import Resolver404, resolve  # noqa: E402
-
 from dashboard.routing import websocket_urlpatterns as websocket_routes  # noqa: E402
 from notify.asgi import WebhookEdge  # noqa: E402
 
@@ -19,13 +18,3 @@ from notify.asgi import WebhookEdge  # noqa: E402
 # recorded and queued in about a millisecond); everything else is Django's.
 application = ProtocolTypeRouter({"http": WebhookEdge(django_app), "websocket": AuthMiddlewareStack(URLRouter(websocket_routes))})
 
-
-def is_route(path: str) -> bool:
-    """Whether the node serves `path` once it is serving (a starting node answers 503 for these)."""
-    if path.startswith("/ws/"):
-        return any(getattr(r, "pattern", None) and r.pattern.match(path.lstrip("/")) for r in websocket_routes)
-    try:
-        resolve(path)
-        return True
-    except Resolver404:
-        return False

@@ -1,71 +1,48 @@
-"""Bearer-token authentication for the REST API (Tier A `api.auth.tokens`).
+"""Bearer-token authentication for the REST API (Tier A `api.auth.tokens`), attached where the
+apps' routers are mounted (crewlet_site.api), so no app knows how a caller is admitted.
 
-`TokenAuth("read")` admits a token with the `read` or the `admin` grant; `TokenAuth("admin")`
-only one with `admin`. A request with no token or an unknown one is a 401 (answered by
+A read (GET, HEAD, OPTIONS) needs a token with the `read` or the `admin` grant; a write (any
+other method) one with `admin`. `TokenAuth("read")` or `TokenAuth("admin")` pins one grant for
+every method. A request with no token or an unknown one is a 401 (answered by
 crewlet_site.api, naming the Authorization header); a known token without the grant is a
-403. The token is compared with every configured one in constant time, and is never
-logged: a refusal is logged by the token's id and the route.
+403. Tokens are matched by `engine.config.tokens` (constant time, every token compared) and
+never logged: a refusal is logged by the token's id and the route.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
-from typing import Any, Iterable
 
 from django.conf import settings
 from django.http import HttpRequest
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
+from engine.config.node import Token
+from engine.config.tokens import GRANTS, grants_of, match_token
+
 log = logging.getLogger("api.auth")
 
-GRANTS = ("admin", "read")
+READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
-def _secret(value: Any) -> str:
-    if hasattr(value, "get_secret_value"):
-        value = value.get_secret_value()
-    return value if isinstance(value, str) else ""
-
-
-def _grant_names(grants: Iterable[Any] | None) -> set[str]:
-    return {str(getattr(g, "value", g)) for g in grants or ()}
-
-
-def configured_tokens() -> list[Any]:
+def configured_tokens() -> list[Token]:
     """The node's API tokens, or none when the config did not load."""
-    config = getattr(settings.NODE, "config", None)
-    auth = getattr(getattr(config, "api", None), "auth", None)
-    return list(getattr(auth, "tokens", None) or ())
-
-
-def _digest(text: str) -> bytes:
-    # Compare digests, not the strings: compare_digest is constant-time only for equal
-    # lengths, and a digest makes every candidate the same length.
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-
-
-def match_token(presented: str) -> Any | None:
-    """The configured token equal to `presented`, comparing against every one of them."""
-    offered = _digest(presented)
-    found = None
-    for entry in configured_tokens():
-        secret = _secret(getattr(entry, "token", None))
-        # No early exit: every configured token is compared, whichever one matches.
-        if hmac.compare_digest(offered, _digest(secret)) and secret and found is None:
-            found = entry
-    return found
+    config = settings.NODE.config
+    return list(config.api.auth.tokens) if config is not None else []
 
 
 class TokenAuth(HttpBearer):
     """A route's bearer check; `authenticate` returns the token's id, which ninja puts on `request.auth`."""
 
-    def __init__(self, grant: str = "read") -> None:
-        if grant not in GRANTS:
+    def __init__(self, grant: str | None = None) -> None:
+        if grant is not None and grant not in GRANTS:
             raise ValueError(f"auth: grant must be one of {', '.join(GRANTS)}, got {grant!r}")
         super().__init__()
         self.grant = grant
+
+    def needs(self, request: HttpRequest) -> str:
+        """The grant this request needs: the pinned one, else read for a read and admin for a write."""
+        return self.grant or ("read" if request.method in READS else "admin")
 
     def __call__(self, request: HttpRequest) -> str | None:
         # Parsed here rather than by HttpBearer, which logs a malformed header (and the
@@ -76,13 +53,12 @@ class TokenAuth(HttpBearer):
         return self.authenticate(request, token.strip())
 
     def authenticate(self, request: HttpRequest, token: str) -> str | None:
-        entry = match_token(token or "")
+        entry = match_token(configured_tokens(), token or "")
         if entry is None:
             return None  # ninja raises AuthenticationError: 401 naming the Authorization header
-        granted = _grant_names(getattr(entry, "grants", None))
-        allowed = {"admin"} if self.grant == "admin" else {"admin", "read"}
-        token_id = str(getattr(entry, "id", ""))
-        if not granted & allowed:
-            log.warning("api_token_refused", extra={"token_id": token_id, "path": request.path, "needs": self.grant})
-            raise HttpError(403, f"{request.path}: the token {token_id!r} lacks a grant this route needs; it needs the {self.grant} grant")
-        return token_id
+        needs = self.needs(request)
+        allowed = {"admin"} if needs == "admin" else {"admin", "read"}
+        if not grants_of(entry) & allowed:
+            log.warning("api_token_refused", extra={"token_id": entry.id, "path": request.path, "needs": needs})
+            raise HttpError(403, f"{request.path}: the token {entry.id!r} lacks a grant this route needs; it needs the {needs} grant")
+        return entry.id

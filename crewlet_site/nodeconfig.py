@@ -21,7 +21,7 @@ class SettingsView:
     config: Any = None                 # engine.config.NodeConfig when it loaded
     load_error: str | None = None
     config_path: str | None = None
-    keyring: Any = None                # engine.keyring.Keyring when the config carried one
+    keyring: Any = None                # engine.config.keyring.Keyring when the config carried one
     store_path: Path = field(default_factory=lambda: BASE_DIR / "var" / "company.db")
 
 
@@ -34,7 +34,7 @@ def read() -> SettingsView:
     view.config_path = path
     try:
         from engine.config import load_node_config
-        from engine.keyring import Keyring
+        from engine.config.keyring import Keyring
 
         cfg = load_node_config(path)
         view.config = cfg

@@ -18,7 +18,7 @@ if NODE.keyring is not None:
     SECRET_KEY = NODE.keyring.django_secret_key()
     SECRET_KEY_FALLBACKS = NODE.keyring.django_secret_key_fallbacks()
 else:
-    # No keyring loaded: commands that need one refuse to start (engine.keyring names
+    # No keyring loaded: commands that need one refuse to start (engine.config.keyring names
     # `secrets.keys`). What runs without one (keygen, validate) signs nothing that
     # outlives the process, so a per-process random key is the honest value.
     SECRET_KEY = secrets.token_urlsafe(50)
@@ -27,7 +27,7 @@ DEBUG = os.environ.get("CREWLET_DJANGO_DEBUG") == "1"
 ALLOWED_HOSTS = ["*"]  # the node binds where api.host says; Host checks belong to the proxy
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "crewlet_site.admin.CrewletAdminConfig",  # Django's admin, with the apps' extra pages
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

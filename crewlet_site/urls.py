@@ -8,9 +8,6 @@ from crewlet_site.api import api, mount_routers
 
 mount_routers()
 
-admin.site.site_header = "Crewlet operations"
-admin.site.site_title = "Crewlet"
-
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("dashboard/", include("dashboard.urls")),

@@ -15,7 +15,7 @@ when several waited for the socket, a JSON array of them in order):
   closing   the node is draining; reconnect (to another node).
 
 A query is `{"id": .., "query": "events_page"|"event"|"trace"|"seat"|"seats"|"budgets",
-"args": {..}}`, answered by the REST route's own function (dashboard.queries), at most
+"args": {..}}`, answered by the function its REST route calls (dashboard.reads), at most
 MAX_IN_FLIGHT at once per socket: a fifth waits for a slot.
 
 Who may connect: a signed-in Django user (the session cookie, same-origin only), or a
@@ -33,18 +33,19 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from django.conf import settings
 
-from crewlet_site.auth import match_token
-from dashboard import projection as live
-from dashboard import queries
+from dashboard import reads
+from dashboard.errors import QueryFailed
+from dashboard.node import node_in
 from dashboard.outbox import OUTBOX_SIZE, Outbox, encode
+from engine.config.tokens import READ_GRANTS, grants_of, match_token
 
 log = logging.getLogger("dashboard.stream")
 
 MAX_IN_FLIGHT = 4       # the issue's bound: a tab's queries never crowd out another tab's
 MAX_WAITING = 32        # queued behind those four; more is a client that never reads answers
 BEARER_PROTOCOL = "crewlet.bearer"
-READ_GRANTS = frozenset({"read", "admin"})
 
 
 def _header(scope: dict, name: bytes) -> str:
@@ -63,6 +64,12 @@ def same_origin(scope: dict) -> bool:
     return urlsplit(origin).netloc.lower() == _header(scope, b"host").lower()
 
 
+def _tokens() -> list:
+    """The API tokens of this process's Tier A file (`api.auth.tokens`), as the REST routes use."""
+    config = settings.NODE.config
+    return list(config.api.auth.tokens) if config is not None else []
+
+
 def authenticate(scope: dict) -> tuple[str | None, str | None]:
     """(who, the subprotocol to accept) for a socket's scope; (None, None) when refused."""
     offered = list(scope.get("subprotocols") or ())
@@ -74,11 +81,10 @@ def authenticate(scope: dict) -> tuple[str | None, str | None]:
         query = parse_qs((scope.get("query_string") or b"").decode("latin-1"))
         token = (query.get("token") or [None])[0]
     if token is not None:
-        entry = match_token(token)
-        grants = {str(getattr(g, "value", g)) for g in (getattr(entry, "grants", None) or ())}
-        if entry is None or not grants & READ_GRANTS:
+        entry = match_token(_tokens(), token)
+        if entry is None or not grants_of(entry) & READ_GRANTS:
             return None, None
-        return f"token:{getattr(entry, 'id', '')}", protocol
+        return f"token:{entry.id}", protocol
     user = scope.get("user")
     if user is not None and getattr(user, "is_authenticated", False) and same_origin(scope):
         return f"user:{user.get_username()}", None
@@ -107,7 +113,8 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
             await self.close()  # before accept: the handshake is refused (403)
             return
         await self.accept(subprotocol=protocol)
-        source = live.current()
+        self.node = node_in(self.scope)
+        source = self.node.projection if self.node is not None else None
         if source is None:
             await self.send_json({"type": "unavailable", "detail": "this node runs no live projection (no ingress role, or not serving yet)"})
             await self.close(code=1013)
@@ -163,9 +170,8 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
         async with self.slots:  # at most MAX_IN_FLIGHT run; the rest wait here, in order
             self.in_flight += 1
             try:
-                request = queries.socket_request(self.actor, self.scope.get("user"))
-                result = await queries.answer(name, args, request)
-            except queries.QueryFailed as exc:
+                result = await reads.answer(name, args, self.node)
+            except QueryFailed as exc:
                 await self._error(ident, name, exc.status, exc.detail)
                 return
             finally:

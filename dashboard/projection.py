@@ -5,11 +5,12 @@ placement pair, turns, pauses, holds and parks, provider and budget stops drive 
 002, "What gets stored": the activity feed is "a ring of the whole company's last few
 hundred events", and the stored-not-fed class never takes a row of it).
 
-One `LiveProjection` runs on each ingress node (engine.services). At start it subscribes to
-`crewlet.events.>` once, seeds itself from this node's event store and the seat leases, and
-then folds every event into the seats and the feed and hands each event, encoded once, to
-every connected socket's `Outbox`. A socket that falls behind misses events and is told how
-many; it never slows the projection, and the projection never slows the engine (the
+One `LiveProjection` runs on each ingress node (engine.node.services). At start it subscribes
+to `crewlet.events.>` once, reads back this node's store up to that instant
+(`dashboard.history`), the pause records and the seat leases, and then folds every event into
+the seats (`dashboard.roster`) and the feed and hands each frame, encoded once, to every
+connected socket (`dashboard.fanout`). A socket that falls behind misses frames and is told
+how many; it never slows the projection, and the projection never slows the engine (the
 subscription itself is a bounded broadcast buffer, counted in `missed`).
 
 It is honest about what it does not know: `history` says whether the seed read worked, and
@@ -22,33 +23,32 @@ import collections
 import contextlib
 import logging
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 from typing import Any
 
-from dashboard import queries
+from dashboard.fanout import Fanout
+from dashboard.history import History, read_history
+from dashboard.node import DashboardNode
 from dashboard.outbox import Outbox, encode
+from dashboard.reads import run_read
+from dashboard.roster import Roster
+from dashboard.seatstate import TURN_COMPLETED, SeatView, budget_stops, tokens_of, windows_of_snapshot
 from dashboard.totals import WINDOW_MINUTES, Totals
-from dashboard.seatstate import (PAUSE_TYPES, STORED_MOVES, TURN_COMPLETED, SeatView, budget_stops, tokens_of,
-                                 windows_of_snapshot)
+from engine.config import Company
 from engine.coord.leases import seat_key
 from engine.queue import topics
+from engine.queue.contract import StreamSubscription
 from events import categories
 from events.envelope import Event, format_timestamp
-from events.queries import events_page
+from events.queries import minute_of
+from seats import queries as seats
+from seats.errors import SeatRefused
 
 log = logging.getLogger("dashboard.projection")
 
 FEED_SIZE = 300              # "the last few hundred" fed events (seed 002)
 STREAM_BUFFER = 8192         # the projection's own broadcast buffer: ~16 s at 500 events/s
-SEAT_REPLAY = 50             # a seat's newest state events replayed through the reducer at seed
 REFRESH_SECONDS = 15.0       # the seat leases re-read: a node that died says nothing itself
-
-_running: "LiveProjection | None" = None
-
-
-def current() -> "LiveProjection | None":
-    """The projection this process runs (the socket consumer's source), or None."""
-    return _running
 
 
 def item_of(event: Event) -> dict[str, Any]:
@@ -60,64 +60,57 @@ def item_of(event: Event) -> dict[str, Any]:
 
 
 class LiveProjection:
-    """The node service behind /ws/stream (engine.services: built on ingress nodes)."""
+    """The node service behind /ws/stream (engine.node.services: built on ingress nodes)."""
 
     name = "live_projection"
 
-    def __init__(self, node: Any, *, feed_size: int = FEED_SIZE, stream_buffer: int = STREAM_BUFFER) -> None:
+    def __init__(self, node: DashboardNode, *, feed_size: int = FEED_SIZE, stream_buffer: int = STREAM_BUFFER) -> None:
         self.node = node
-        self.seats: dict[str, SeatView] = {}
+        self.roster = Roster()
+        self.fanout = Fanout()
         self.feed: collections.deque[dict[str, Any]] = collections.deque(maxlen=feed_size)
         self.totals = Totals()
         self.budgets: dict[str, Any] | None = None   # the newest budget_meters snapshot
         self.history = "not read"                    # "ok" | why the seed read failed
         self.missed = 0                              # events the projection itself lost
         self.started_at: str | None = None
-        self.outboxes: set[Outbox] = set()
         self._stream_buffer = stream_buffer
-        self.company: Any = None                     # the revision the roster follows
-        self._agent_handles: dict[str, str] = {}     # agent id -> handle
-        self._sub: Any = None
+        self._sub: StreamSubscription | None = None
         self._since: datetime | None = None          # live counting starts here; the seed ends here
         self._pending: list[Event] | None = None     # events that arrived while seeding
         self._seeded_ids: set[str] = set()           # what the seed read, skipped when replayed
         self._tasks: list[asyncio.Task] = []
         self._resync_task: asyncio.Task | None = None
 
+    @property
+    def seats(self) -> dict[str, SeatView]:
+        return self.roster.seats
+
+    @property
+    def company(self) -> Company | None:
+        return self.roster.company
+
     # -- the service ----------------------------------------------------------------------
-    async def on_company(self, company: Any) -> None:
+    async def on_company(self, company: Company) -> None:
         """The roster follows the active revision: new seats appear, removed ones go."""
-        self.company = company
-        self._agent_handles = {str(company.agent_id_for(s.handle)): s.handle for s in company.org.seats}
-        roster = {}
-        for seat in company.org.seats:
-            view = self.seats.get(seat.handle) or SeatView(seat.handle)
-            view.kind, view.role, view.title = seat.kind, seat.role or "", seat.title or ""
-            view.reports_to = seat.reports_to or ""
-            roster[seat.handle] = view
-        self.seats = roster
+        self.roster.follow(company)
         if self.started_at is not None:
-            self._broadcast({"type": "seats", "seats": self.seat_rows()})
+            self.fanout.broadcast({"type": "seats", "seats": self.seat_rows()})
 
     async def start(self) -> None:
-        global _running
-        if self.company is None and getattr(self.node, "company", None) is not None:
-            await self.on_company(self.node.company)
+        if self.roster.company is None and self.node.company is not None:
+            self.roster.follow(self.node.company)
         self._pending = []
         self._since = datetime.now(timezone.utc)
         self._sub = await self.node.queue.subscribe_stream(topics.EVENTS_ALL, self._on_event, buffer=self._stream_buffer)
         await self._seed_then_replay()
         self.started_at = format_timestamp(datetime.now(timezone.utc))
         await self._refresh_holders()
-        await self._refresh_budgets()
+        await self._read_budgets()
         self._tasks.append(asyncio.create_task(self._refresh_loop(), name="projection-refresh"))
-        _running = self
         log.info("live_projection_started", extra={"seats": len(self.seats), "feed": len(self.feed), "history": self.history})
 
     async def stop(self, cut: bool) -> None:
-        global _running
-        if _running is self:
-            _running = None
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -126,58 +119,52 @@ class LiveProjection:
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._sub.close(), 1.0 if cut else 5.0)
-        self._broadcast({"type": "closing", "reason": "the node is draining"})
+        self.fanout.broadcast({"type": "closing", "reason": "the node is draining"})
 
     # -- seeding --------------------------------------------------------------------------
     async def seed(self) -> None:
         """The feed, each seat's state and the day's turns from this node's store, read up to
-        the instant the subscription began (so nothing is counted twice)."""
-        writer = getattr(self.node, "writer", None)
+        the instant the subscription began (so nothing is counted twice); then the pauses."""
+        writer = self.node.writer
         try:
             if writer is not None:  # what this node published before subscribing is written first
                 await asyncio.to_thread(writer.flush, 5.0)
-            feed, seats, turns = await queries.run_read(self._read_history, self._since)
+            handles = [view.handle for view in self.roster.agents()]
+            history = await run_read(read_history, handles, self._since, self.feed.maxlen or FEED_SIZE)
         except Exception as exc:
             self.history = f"unavailable: {exc}"
             log.warning("live_projection_seed_failed", extra={"error": str(exc)})
         else:
-            self._fold_history(feed, seats, turns)
+            self._fold_history(history)
         await self._read_pauses()
 
-    def _fold_history(self, feed: list[dict], seats: dict[str, list[Event]], turns: list[tuple]) -> None:
+    def _fold_history(self, history: History) -> None:
         seen: set[str] = set()
-        for item in reversed(feed):
+        for item in reversed(history.feed):
             self.feed.appendleft(item)
             seen.add(item["id"])
-        for handle, events in seats.items():
+        for handle, events in history.seats.items():
             view = self.seats.get(handle)
             for event in events:
                 if view is not None:
                     view.apply(event)
                 seen.add(str(event.id))
-        for minute, agent, count, tokens in turns:
-            self.totals.add(minute, self._handle_for(agent) or agent, count, tokens)
+        for minute, agent, count, tokens in history.turns:
+            self.totals.add(minute, self.roster.handle_for(agent) or agent, count, tokens)
         self._seeded_ids = seen
         self.history = "ok"
 
     async def _read_pauses(self) -> None:
         """The pauses as the fleet records them (seats.pauses, in the coordination store): the
         truth the seat_paused / seat_resumed events announce, so a pause older than the
-        events replayed above still shows."""
-        coord = getattr(self.node, "coord", None)
-        if coord is None:
-            return
+        events replayed still shows."""
         try:
-            from seats.pauses import PauseBook
-
-            pauses = await PauseBook(coord).all()
+            pauses = await self.node.pauses.all()
         except Exception as exc:
             log.warning("live_projection_pauses_unread", extra={"error": str(exc)})
             return
-        for view in self.seats.values():
+        for view in self.roster.agents():
             pause = pauses.get(view.handle)
-            if not view.is_agent:
-                continue
             if pause is None:
                 view.paused = None
                 continue
@@ -187,57 +174,37 @@ class LiveProjection:
                            "stop_running": bool(record.get("stop_running")), "summary": f"paused by {by or 'someone'}",
                            "event_id": None, "type": "seat_paused", "trace_id": ""}
 
-    def _read_history(self, until: datetime) -> tuple[list[dict], dict[str, list[Event]], list[tuple]]:
-        cut = format_timestamp(until)
-        feed = events_page(feed_only=True, until=cut, limit=min(self.feed.maxlen or FEED_SIZE, 500))["items"]
-        seats: dict[str, list[Event]] = {}
-        for view in self.seats.values():
-            if not view.is_agent:
-                continue
-            recent = events_page(types=list(STORED_MOVES), agent=view.handle, until=cut, limit=SEAT_REPLAY)["items"]
-            pause = events_page(types=list(PAUSE_TYPES), agent=view.handle, until=cut, limit=1)["items"]
-            items = {i["id"]: i for i in [*pause, *recent]}  # oldest first, a pause before its turns
-            ordered = sorted(items.values(), key=lambda i: (i["timestamp"], i["id"]))
-            seats[view.handle] = [Event.from_wire(_wire(i)) for i in ordered]
-        turns = queries.turns_by_minute(until - timedelta(minutes=WINDOW_MINUTES + 1), until)
-        return feed, seats, turns
-
     async def _refresh_holders(self) -> None:
         """Which node holds each seat, as the seat leases say (seed 002: whether a seat still
         runs anywhere is the seat leases' to say). Placement events keep it current between."""
-        leases = getattr(self.node, "leases", None)
-        if leases is None:
-            return
         try:
-            records = await leases.list(seat_key(""))
+            records = await self.node.leases.list(seat_key(""))
         except Exception as exc:
             log.warning("live_projection_leases_unread", extra={"error": str(exc)})
             return
         now = time.time()  # lease expiry is wall-clock: a lease record is read by every node
         holders = {r.key.removeprefix(seat_key("")): r.holder for r in records if not r.expired(now)}
         changed = []
-        for view in self.seats.values():
-            if view.is_agent and view.holder != holders.get(view.handle):
+        for view in self.roster.agents():
+            if view.holder != holders.get(view.handle):
                 view.holder = holders.get(view.handle)
                 changed.append(view.handle)
         if changed and self.started_at is not None:
-            self._broadcast({"type": "seats", "seats": [self.seat_row(h) for h in changed]})
+            self.fanout.broadcast({"type": "seats", "seats": [self.seat_row(h) for h in changed]})
 
-    async def _refresh_budgets(self) -> None:
-        """The budget windows as GET /budgets reads them (its own function), read once at the
+    async def _read_budgets(self) -> None:
+        """The budget windows as GET /budgets reads them (the same function), read once at the
         start: budget_meters is live only, never stored, so until the next report arrives (every
         node publishes one every 15 s while a window is capped, seats.meters) this is what says
         a seat is `stopped` on its budget."""
-        if queries.route_query("budgets") is None:
-            return
         try:
-            snapshot = await queries.answer("budgets", {}, queries.socket_request("projection"))
-        except queries.QueryFailed as exc:
+            snapshot = await seats.budgets(self.node)
+        except SeatRefused as exc:
             log.debug("live_projection_budgets_unread", extra={"error": exc.detail})
             return
         changed = self._apply_budgets(windows_of_snapshot(snapshot), format_timestamp(datetime.now(timezone.utc)))
         if changed and self.started_at is not None:
-            self._broadcast({"type": "seats", "seats": [self.seat_row(h) for h in changed]})
+            self.fanout.broadcast({"type": "seats", "seats": [self.seat_row(h) for h in changed]})
 
     async def _refresh_loop(self) -> None:
         while True:
@@ -250,11 +217,11 @@ class LiveProjection:
             self._pending.append(event)
             return
         self.apply(event)
-        missed = getattr(self._sub, "missed", 0)
+        missed = self._sub.missed if self._sub is not None else 0
         if missed > self.missed:
             lost, self.missed = missed - self.missed, missed
             log.warning("live_projection_missed_events", extra={"missed": lost})
-            self._broadcast({"type": "gap", "missed": lost, "where": "projection"})
+            self.fanout.broadcast({"type": "gap", "missed": lost, "where": "projection"})
             if self._resync_task is None or self._resync_task.done():
                 self._resync_task = asyncio.create_task(self._resync(), name="projection-resync")
                 self._tasks.append(self._resync_task)
@@ -281,14 +248,14 @@ class LiveProjection:
             view.paused = None
         await self._seed_then_replay()
         await self._refresh_holders()
-        self._broadcast(self.snapshot())
+        self.fanout.broadcast(self.snapshot())
 
     def apply(self, event: Event, *, seeded: bool = False) -> None:
         """Fold one event in and hand it to every socket. `seeded`: skip what the seed read."""
         if seeded and str(event.id) in self._seeded_ids:
             return
         changed: list[str] = []
-        handle = self._handle_of(event)
+        handle = self.roster.handle_of(event)
         view = self.seats.get(handle) if handle else None
         if view is not None and view.apply(event):
             changed.append(view.handle)
@@ -298,7 +265,7 @@ class LiveProjection:
                                                taken.isoformat() if taken else format_timestamp(event.timestamp)))
         totals = None
         if event.type == TURN_COMPLETED and not event.get("suspended") and event.timestamp >= (self._since or event.timestamp):
-            self.totals.add(queries.minute_of(event.timestamp), handle or str(event.get("agent_id") or ""), 1, tokens_of(event))
+            self.totals.add(minute_of(event.timestamp), handle or str(event.get("agent_id") or ""), 1, tokens_of(event))
             totals = self.totals_row()
             if handle and handle not in changed:
                 changed.append(handle)
@@ -311,36 +278,23 @@ class LiveProjection:
             frame["seats"] = [self.seat_row(h) for h in dict.fromkeys(changed)]
         if totals is not None:
             frame["totals"] = totals
-        self._broadcast(frame)
+        self.fanout.broadcast(frame)
 
     def _apply_budgets(self, windows: list[dict[str, Any]], taken_at: str) -> list[str]:
         """Each agent seat's `stopped`/`budget` from the windows: the handles that changed."""
         self.budgets = {"windows": windows, "taken_at": taken_at}
         company, per_seat = budget_stops(windows)
         changed = []
-        for view in self.seats.values():
-            if not view.is_agent:
-                continue
+        for view in self.roster.agents():
             stop = per_seat.get(view.handle) or company
             if stop != view.budget_stop:
                 view.budget_stop = stop
                 changed.append(view.handle)
         return changed
 
-    def _handle_of(self, event: Event) -> str | None:
-        handle = event.get("agent_handle")
-        if handle and handle in self.seats:
-            return handle
-        return self._handle_for(str(event.get("agent_id") or ""))
-
-    def _handle_for(self, agent_id: str) -> str | None:
-        if agent_id in self.seats:
-            return agent_id
-        return self._agent_handles.get(agent_id)
-
     # -- what the screens read ------------------------------------------------------------
     def _now_minute(self) -> int:
-        return queries.minute_of(datetime.now(timezone.utc))
+        return minute_of(datetime.now(timezone.utc))
 
     def seat_row(self, handle: str) -> dict[str, Any]:
         view = self.seats[handle]
@@ -356,13 +310,11 @@ class LiveProjection:
 
     def snapshot(self) -> dict[str, Any]:
         """The first frame a socket gets: everything the screens show, as of now."""
-        node = self.node
-        state = getattr(node, "state", None)
         return {
             "type": "snapshot",
-            "node": getattr(node, "node_id", None),
-            "company": getattr(self.company, "name", None),
-            "revision": getattr(state, "revision", None),
+            "node": self.node.node_id,
+            "company": self.company.name if self.company is not None else None,
+            "revision": self.node.revision,
             "seats": self.seat_rows(),
             "feed": list(self.feed),
             "totals": self.totals_row(),
@@ -374,20 +326,8 @@ class LiveProjection:
     def attach(self, outbox: Outbox) -> str:
         """Register a socket and return its snapshot frame, in one step (nothing runs between,
         so the socket sees every event after its snapshot and none twice)."""
-        self.outboxes.add(outbox)
+        self.fanout.attach(outbox)
         return encode(self.snapshot())
 
     def detach(self, outbox: Outbox) -> None:
-        self.outboxes.discard(outbox)
-
-    def _broadcast(self, frame: dict[str, Any]) -> None:
-        if not self.outboxes:
-            return
-        text = encode(frame)  # once, whatever the number of sockets
-        for outbox in self.outboxes:
-            outbox.offer(text)
-
-
-def _wire(item: dict[str, Any]) -> dict[str, Any]:
-    """An events_page item back to its wire form (the row's category and summary are not the event's)."""
-    return {k: v for k, v in item.items() if k not in ("category", "summary")}
+        self.fanout.detach(outbox)

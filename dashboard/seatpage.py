@@ -3,9 +3,10 @@ turns and events, pause/resume buttons for an admin ... that calls the same func
 route calls"; seed 000, "Event Types": seat_paused / seat_resumed).
 
 The seat's live row comes from the projection; what the seats app knows of it (mailbox
-depth, holds, its pause record) from the `GET /seats/{handle}` route's own function, and its
-history from `events.queries`. Pause and resume go through the functions the
-`POST /seats/{handle}/pause|resume` routes call, with the signed-in user as the actor.
+depth, holds, its pause record) from `seats.queries.get_seat`, the function `GET
+/seats/{handle}` calls, and its history from `events.queries`. Pause and resume go through the
+functions the `POST /seats/{handle}/pause|resume` routes call, with the signed-in user as the
+actor.
 """
 from __future__ import annotations
 
@@ -15,10 +16,11 @@ from typing import Any
 
 from django.http import HttpRequest
 
-from dashboard import projection as live
-from dashboard import queries
-from engine import runtime
+from dashboard.node import DashboardNode
+from dashboard.reads import run_read
 from events.queries import events_page
+from seats import queries as seats
+from seats.errors import SeatRefused
 
 log = logging.getLogger("dashboard.seats")
 
@@ -27,7 +29,9 @@ RECENT_EVENTS = 25
 
 
 @dataclass(frozen=True)
-class Outcome:
+class Done:
+    """What a pause or resume from the Seat page came to, as the page's message says it."""
+
     ok: bool
     message: str
 
@@ -38,18 +42,13 @@ def _history(handle: str) -> tuple[list[dict], list[dict]]:
     return turns, recent
 
 
-def _company() -> Any:
-    node = runtime.current()
-    return getattr(node, "company", None)
-
-
-async def context(handle: str, request: HttpRequest) -> dict[str, Any] | None:
+async def context(node: DashboardNode | None, handle: str) -> dict[str, Any] | None:
     """Everything the Seat page is served with; None for a handle the company lacks."""
-    projection = live.current()
+    projection = node.projection if node is not None else None
     row = None
     if projection is not None and handle in projection.seats:
         row = projection.seat_row(handle)
-    company = _company()
+    company = node.company if node is not None else None
     seat = company.seat_by_handle(handle) if company is not None else None
     if row is None and seat is None:
         return None
@@ -58,33 +57,30 @@ async def context(handle: str, request: HttpRequest) -> dict[str, Any] | None:
     detail, detail_error = None, None
     if row.get("kind") == "agent":
         try:
-            detail = await queries.answer("seat", {"handle": handle}, queries.socket_request(f"user:{request.user.get_username()}", request.user))
-        except queries.QueryFailed as exc:
+            detail = await seats.get_seat(node, handle)
+        except SeatRefused as exc:
             detail_error = exc.detail
-    turns, recent = await queries.run_read(_history, handle)
+    turns, recent = await run_read(_history, handle)
     return {"seat": row, "detail": detail, "detail_error": detail_error, "turns": turns, "recent": recent,
             "handle": handle, "mailbox_depth": (detail or {}).get("mailbox_depth"), "holds": (detail or {}).get("holds") or []}
 
 
-async def pause(request: HttpRequest, handle: str, *, reason: str, stop_running: bool) -> Outcome:
-    return await _act(request, handle, "pause", {"reason": reason, "stop_running": stop_running})
-
-
-async def resume(request: HttpRequest, handle: str) -> Outcome:
-    return await _act(request, handle, "resume", {})
-
-
-async def _act(request: HttpRequest, handle: str, verb: str, body: dict[str, Any]) -> Outcome:
-    node = runtime.current()
-    if node is None or node.stopping:
-        return Outcome(False, f"{verb}: this node is not serving; try again shortly")
+async def pause(node: DashboardNode | None, request: HttpRequest, handle: str, *, reason: str,
+                stop_running: bool) -> Done:
     actor = f"user:{request.user.get_username()}"
     try:
-        result = await queries.act(f"seat_{verb}", {"handle": handle, **body}, queries.socket_request(actor, request.user))
-    except queries.QueryFailed as exc:
-        return Outcome(False, f"{verb} {handle}: {exc.detail}")
-    log.info("dashboard_seat_action", extra={"seat": handle, "verb": verb, "actor": actor})
-    changed = result.get("changed", True) if isinstance(result, dict) else True
-    if verb == "pause":
-        return Outcome(True, f"{handle} is paused" if changed else f"{handle} was already paused")
-    return Outcome(True, f"{handle} is resumed" if changed else f"{handle} was not paused")
+        result = await seats.pause(node, handle, reason=reason, stop_running=stop_running, actor=actor)
+    except SeatRefused as exc:
+        return Done(False, f"pause {handle}: {exc.detail}")
+    log.info("dashboard_seat_action", extra={"seat": handle, "verb": "pause", "actor": actor})
+    return Done(True, f"{handle} is paused" if result["changed"] else f"{handle} was already paused")
+
+
+async def resume(node: DashboardNode | None, request: HttpRequest, handle: str) -> Done:
+    actor = f"user:{request.user.get_username()}"
+    try:
+        result = await seats.resume(node, handle, actor=actor)
+    except SeatRefused as exc:
+        return Done(False, f"resume {handle}: {exc.detail}")
+    log.info("dashboard_seat_action", extra={"seat": handle, "verb": "resume", "actor": actor})
+    return Done(True, f"{handle} is resumed" if result["changed"] else f"{handle} was not paused")

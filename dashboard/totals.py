@@ -1,6 +1,6 @@
 """Completed turns and their tokens over the last day, per minute (the Overview's "turns and
 tokens in the last 24 hours", company-wide and per seat). Seeded from the store by
-`dashboard.queries.turns_by_minute`, then counted live; a minute leaves the window whole."""
+`events.queries.turns_by_minute`, then counted live; a minute leaves the window whole."""
 from __future__ import annotations
 
 import collections

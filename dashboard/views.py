@@ -26,11 +26,11 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from dashboard import projection as live
-from dashboard import queries
 from dashboard import seatpage
-from engine import revisions, runtime
-from engine.api import redact
+from dashboard.node import node_in
+from dashboard.reads import run_read
+from engine import revisions
+from engine.config.redaction import redact
 from events import categories
 from events.queries import EventQueryError, get_event, trace as trace_events
 
@@ -54,10 +54,10 @@ def operator_required(view):
 
 
 def _page(request: HttpRequest, template: str, page: str, **context: Any) -> HttpResponse:
-    projection = live.current()
-    context.setdefault("company_name", getattr(getattr(projection, "company", None), "name", None))
-    node = runtime.current()
-    context.setdefault("node_id", getattr(node, "node_id", None))
+    node = node_in(request.scope)
+    company = node.company if node is not None else None
+    context.setdefault("company_name", company.name if company is not None else None)
+    context.setdefault("node_id", node.node_id if node is not None else None)
     return render(request, template, {"page": page, **context})
 
 
@@ -87,7 +87,7 @@ def _pretty(value: Any) -> str:
 
 async def _event_or_404(event_id: str) -> dict[str, Any]:
     try:
-        item = await queries.run_read(get_event, event_id)
+        item = await run_read(get_event, event_id)
     except EventQueryError as exc:
         raise Http404(exc.detail) from None
     if item is None:
@@ -113,7 +113,7 @@ async def event_inspect(request: HttpRequest, event_id: str) -> HttpResponse:
     phases = [item]
     if item["type"] != "agent_phase_completed" and item.get("trace_id"):
         turn_id = item.get("turn_id")
-        siblings = await queries.run_read(trace_events, item["trace_id"])
+        siblings = await run_read(trace_events, item["trace_id"])
         phases = [e for e in siblings if e.get("type") == "agent_phase_completed" and (not turn_id or e.get("turn_id") == turn_id)]
     return _page(request, "dashboard/inspect.html", "events", item=item, phases=phases,
                  rounds=[(p, _pretty(p.get("rounds") or [])) for p in phases])
@@ -137,7 +137,7 @@ async def trace_view(request: HttpRequest, trace_id: str) -> HttpResponse:
 # -- seats --------------------------------------------------------------------------------------
 @operator_required
 async def seat_page(request: HttpRequest, handle: str) -> HttpResponse:
-    context = await seatpage.context(handle, request)
+    context = await seatpage.context(node_in(request.scope), handle)
     if context is None:
         raise Http404(f"handle: {handle!r} is no seat of the company")
     return _page(request, "dashboard/seat.html", "seat", **context)
@@ -156,14 +156,15 @@ def _staff_post(view):
 @_staff_post
 async def seat_pause(request: HttpRequest, handle: str) -> HttpResponse:
     reason = (request.POST.get("reason") or "").strip() or "paused from the dashboard"
-    outcome = await seatpage.pause(request, handle, reason=reason, stop_running=request.POST.get("stop_running") == "on")
+    outcome = await seatpage.pause(node_in(request.scope), request, handle, reason=reason,
+                                   stop_running=request.POST.get("stop_running") == "on")
     messages.add_message(request, messages.INFO if outcome.ok else messages.ERROR, outcome.message)
     return HttpResponseRedirect(reverse("dashboard:seat", args=[handle]))
 
 
 @_staff_post
 async def seat_resume(request: HttpRequest, handle: str) -> HttpResponse:
-    outcome = await seatpage.resume(request, handle)
+    outcome = await seatpage.resume(node_in(request.scope), request, handle)
     messages.add_message(request, messages.INFO if outcome.ok else messages.ERROR, outcome.message)
     return HttpResponseRedirect(reverse("dashboard:seat", args=[handle]))
 
@@ -175,8 +176,8 @@ def _revisions() -> tuple[Any, list[Any]]:
 
 @operator_required
 async def company(request: HttpRequest) -> HttpResponse:
-    active, rows = await queries.run_read(_revisions)
-    node = runtime.current()
+    active, rows = await run_read(_revisions)
+    node = node_in(request.scope)
     return _page(request, "dashboard/company.html", "company", active=active, revisions=rows,
                  document=redact(active.document) if active is not None else "",
-                 serving=getattr(getattr(node, "state", None), "revision", None))
+                 serving=node.revision if node is not None else None)

@@ -2,7 +2,7 @@
 imported, activated on the fleet's pointer, and applied by every node without a restart).
 
 Read-only: a revision is a record of what was imported, by whom and when. The document is
-shown with its secret literals redacted (`engine.api.redact`, as GET /config shows it), and
+shown with its secret literals redacted (`engine.config.redaction`, as GET /config shows it), and
 never in its raw form. "Activate this revision" makes one stored revision the fleet's active
 one through the running node -- the same `Node.activate_document` PUT /config calls -- so
 the pointer, the revision row and `config_revision_activated` follow as they do there.
@@ -15,10 +15,10 @@ from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
 from django.utils.html import format_html
 
-from engine import runtime
-from engine.api import redact
 from engine.config import ConfigError, parse_company
+from engine.config.redaction import redact
 from engine.models import CompanyRevision
+from engine.node.surface import node_in
 from events.admin import ReadOnlyAdmin
 
 log = logging.getLogger("engine.admin")
@@ -53,7 +53,7 @@ class CompanyRevisionAdmin(ReadOnlyAdmin):
             self.message_user(request, "Select exactly one revision to activate.", messages.WARNING)
             return
         row = rows[0]
-        node = runtime.current()
+        node = node_in(request.scope)
         if node is None or node.stopping:
             self.message_user(request, "This process runs no serving node: start it with `manage.py crewlet_node`, "
                                        "or activate with PUT /config.", messages.ERROR)

@@ -5,34 +5,25 @@ node converges with no restart).
 PUT validates first (422 naming the field), then activates on the fleet's pointer; the
 revision row and `config_revision_activated` follow, and every node applies it. A document
 literal that is a secret (not a `${VAR}` reference) is never shown back.
+
+crewlet_site mounts the router with the bearer check: reads need the read grant, the write the
+admin grant.
 """
 from __future__ import annotations
-
-import re
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
 from ninja import Router
 from ninja.errors import HttpError
 
-from crewlet_site.auth import TokenAuth
-from engine import revisions, runtime
+from engine import revisions
 from engine.config import ConfigError, parse_company
+from engine.config.redaction import redact
+from engine.node.surface import node_in
 
 router = Router(tags=["config"])
 
 MAX_DOCUMENT_BYTES = 1024 * 1024
-_SECRET_LINE = re.compile(r"^(\s*-?\s*(?:[A-Za-z_]*secret|[A-Za-z_]*token|api_key|password)\s*:\s*)(.+)$", re.M)
-
-
-def redact(document: str) -> str:
-    """Hide secret literals; a `${VAR}` reference is kept, since it names no secret."""
-
-    def hide(match: re.Match) -> str:
-        value = match.group(2).strip().strip("\"'")
-        return match.group(0) if value.startswith("${") else f"{match.group(1)}\"[redacted]\""
-
-    return _SECRET_LINE.sub(hide, document)
 
 
 def _revision(row) -> dict:
@@ -48,7 +39,7 @@ def _revision(row) -> dict:
     }
 
 
-@router.get("/config", auth=TokenAuth("read"), summary="The active company revision")
+@router.get("/config", summary="The active company revision")
 def get_config(request: HttpRequest):
     row = revisions.latest_activated()
     if row is None:
@@ -56,14 +47,14 @@ def get_config(request: HttpRequest):
     return {**_revision(row), "document": redact(row.document)}
 
 
-@router.get("/config/revisions", auth=TokenAuth("read"), summary="Every revision this node's store holds, newest first")
+@router.get("/config/revisions", summary="Every revision this node's store holds, newest first")
 def get_revisions(request: HttpRequest, limit: int = 100):
     if not 1 <= limit <= 1000:
         raise HttpError(422, "limit: expected an integer from 1 to 1000")
     return {"items": [_revision(r) for r in revisions.list_revisions(limit)]}
 
 
-@router.put("/config", auth=TokenAuth("admin"), summary="Import a company YAML as the new active revision")
+@router.put("/config", summary="Import a company YAML as the new active revision")
 async def put_config(request: HttpRequest):
     body = request.body
     if len(body) > MAX_DOCUMENT_BYTES:
@@ -72,7 +63,7 @@ async def put_config(request: HttpRequest):
         text = body.decode("utf-8")
     except UnicodeDecodeError:
         raise HttpError(422, "body: the company document must be UTF-8 YAML") from None
-    node = runtime.current()
+    node = node_in(request.scope)
     try:
         company = parse_company(text, env=node.env if node is not None else None)
     except ConfigError as exc:

@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 
 from engine.config import Company, ConfigError, parse_company
 from engine.coord.contract import CoordStore, KeyExists, RevisionMismatch
-from engine.keyring import Keyring
+from engine.config.keyring import Keyring
 
 log = logging.getLogger("engine.revisions")
 

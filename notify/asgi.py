@@ -4,18 +4,12 @@ than by a person's or a token's credential", so nothing Django's request cycle a
 CSRF, the auth middleware, a thread per request for its signals -- serves them).
 
 `WebhookEdge(app)` answers `POST /webhooks/{source}` itself through `notify.edge.receive` and
-hands every other request to `app` unchanged. The ninja route in `notify.api` answers the same
-path the same way when the layer is not mounted, so the surface is one whatever the wiring:
+hands every other request to `app` unchanged. It is the one path to the webhooks: mounted in
+crewlet_site/asgi.py, behind the node's own layer (`engine.node.surface`), which puts the node
+in the scope and answers 503 + Retry-After while the node starts or drains.
 
-    # crewlet_site/asgi.py
-    application = ProtocolTypeRouter({"http": WebhookEdge(django_app), ...})
-
-The probe gate stays outermost, so a starting or draining node still answers 503 + Retry-After.
-
-`PublicListener(app, port, state)` is the `api.public` socket's surface (seed 002, "Exposing
-webhooks without the admin API"): a request that arrived on that port gets the webhook routes,
-behind the same phase gate, and every other path the 404 a path nothing serves gets -- no
-probe, no hint that an admin port exists; every other request goes on to `app` unchanged.
+`respond`, `drain` and `not_found` are the layer's plain ASGI answers, shared with the
+`api.public` listener the node builds around it.
 """
 from __future__ import annotations
 
@@ -23,9 +17,8 @@ import json
 import logging
 from typing import Any
 
-from engine import runtime
-from engine.probes import DRAINING, PREPARING, RECOVERING, STOPPED
 from notify import edge
+from notify.node import node_in
 from notify.sources.base import MAX_BODY_BYTES
 
 PREFIX = "/webhooks/"
@@ -38,8 +31,6 @@ log = logging.getLogger("notify.asgi")
 
 class WebhookEdge:
     """ASGI: webhook deliveries here, everything else to the wrapped application."""
-
-    is_webhook_edge = True
 
     def __init__(self, app: Any) -> None:
         self.app = app
@@ -54,11 +45,12 @@ class WebhookEdge:
         except Exception:  # a bug answers 500 and is logged; it never takes the node down
             log.exception("webhook_unhandled_error", extra={"path": scope.get("path", "")})
             answer = edge.Answer(500, {"detail": "internal error; the node logged it"})
-        await _respond(send, answer)
+        await respond(send, answer)
 
     async def _answer(self, scope, receive, name: str) -> edge.Answer:
-        node = runtime.current()
+        node = node_in(scope)
         if node is None:
+            await drain(receive)
             return edge.refuse(503, "starting: this process runs no node yet; retry")
         headers: dict[str, str] = {}
         for raw_name, raw_value in scope.get("headers", []):
@@ -92,40 +84,13 @@ async def _read(receive, limit: int) -> bytes | None:
             return b"".join(chunks) if size <= limit else None
 
 
-class PublicListener:
-    """ASGI: what the api.public socket serves, told apart by the local port a request came in on."""
-
-    def __init__(self, app: Any, port: int, state: Any) -> None:
-        self.app = app
-        self.port = port
-        self.state = state
-        self.edge = WebhookEdge(_not_found)
-
-    async def __call__(self, scope, receive, send) -> None:
-        if scope["type"] == "lifespan" or (scope.get("server") or (None, None))[1] != self.port:
-            return await self.app(scope, receive, send)
-        if scope["type"] == "websocket":
-            await receive()
-            await send({"type": "websocket.close", "code": 1008})
-            return
-        if not scope.get("path", "").startswith(PREFIX) or not self.state.ingress:
-            return await _not_found(scope, receive, send)
-        phase = self.state.phase
-        if phase in (RECOVERING, PREPARING, DRAINING, STOPPED):
-            await _drain(receive)
-            why = "starting: the node is not serving yet" if phase in (RECOVERING, PREPARING) else \
-                "draining: this node takes no new deliveries"
-            return await _respond(send, edge.refuse(503, why))
-        return await self.edge(scope, receive, send)
-
-
-async def _not_found(scope, receive, send) -> None:
+async def not_found(scope, receive, send) -> None:
     """The answer to a path nothing serves, the same whatever the path names."""
-    await _drain(receive)
-    await _respond(send, edge.Answer(404, {"detail": f"not found: {scope.get('path', '')}"}))
+    await drain(receive)
+    await respond(send, edge.Answer(404, {"detail": f"not found: {scope.get('path', '')}"}))
 
 
-async def _drain(receive) -> None:
+async def drain(receive) -> None:
     """Read a body that is answered without it (up to DRAIN_LIMIT_BYTES; see `_read`)."""
     size = 0
     while True:
@@ -135,7 +100,7 @@ async def _drain(receive) -> None:
             return
 
 
-async def _respond(send, answer: edge.Answer) -> None:
+async def respond(send, answer: edge.Answer) -> None:
     body = json.dumps(answer.body).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     headers += [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()]

@@ -31,6 +31,7 @@ from typing import Any, Iterable
 from events.envelope import Event, format_timestamp, new
 from events.tracing import TraceContext
 from events.types.notification import ExternalNotification, NotificationsCoalesced
+from notify.errors import NotifyError
 from notify.sources import source_named
 
 # The merged trigger's id is derived from its constituents, so a redelivered partition merges
@@ -39,11 +40,8 @@ _DIGEST_NAMESPACE = uuid.UUID("c2b5e8a4-61f7-5d3c-a09e-4b8d1f27e6c0")
 DUPLICATE_MARKER = "(the same as a later message from {sender})"
 
 
-class CoalesceError(Exception):
+class CoalesceError(NotifyError):
     """A partition that cannot be merged; the message names the constituent and why."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"notify: {message}")
 
 
 def coalesce(events: Iterable[Event]) -> Event:
@@ -108,7 +106,7 @@ def _agreed(events: list[Event]) -> str:
         if seat is None:
             seat, identity, partition = fields
             continue
-        for name, have, got in zip(("agent_handle", "conversation_identity", "partition_key"), (seat, identity, partition), fields):
+        for name, have, got in zip(("agent_handle", "conversation_identity", "partition_key"), (seat, identity, partition), fields, strict=True):
             if have != got:
                 raise CoalesceError(f"event {event.id}: {name} {got!r} differs from the partition's {have!r}")
     return partition or ""

@@ -41,18 +41,22 @@ class Credentials:
         return self._users.get(name, {})
 
 
-_cached: tuple[Any, Any, Credentials] | None = None
+class CredentialCache:
+    """One node's sealed credentials for the company it serves, built once per company object
+    (a revision applied is a new object, so an applied revision reseals from the next delivery
+    on). The node holds one and answers `NotifyNode.credentials` from it."""
 
+    def __init__(self, keyring: Any) -> None:
+        self._keyring = keyring
+        self._built: tuple[Any, Credentials] | None = None
 
-def credentials_for(keyring: Any, company: Any) -> Credentials | None:
-    """The sealed credentials of `company`, built once per company object (a revision applied
-    is a new object, so an applied revision reseals from the next delivery on)."""
-    global _cached
-    if company is None:
-        return None
-    cached = _cached
-    if cached is not None and cached[0] is company and cached[1] is keyring:
-        return cached[2]
-    built = Credentials(keyring, company)
-    _cached = (company, keyring, built)
-    return built
+    def of(self, company: Any) -> Credentials | None:
+        """The sealed credentials of `company`; None when there is no company yet."""
+        if company is None:
+            return None
+        built = self._built
+        if built is not None and built[0] is company:
+            return built[1]
+        credentials = Credentials(self._keyring, company)
+        self._built = (company, credentials)
+        return credentials

@@ -29,20 +29,19 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Mapping
-from weakref import WeakKeyDictionary, WeakSet
 
 from engine.coord.contract import CoordError
-from engine.coord.dedupe import DEDUPE_BUCKET, Dedupe
-from engine.probes import RETRY_AFTER_SECONDS
+from engine.coord.dedupe import DEDUPE_BUCKET
 from engine.queue import topics
-from events.envelope import new
+from engine.queue.contract import EventQueue
+from events.envelope import Event, new
 from events.tracing import TraceContext, parse_traceparent, span
 from events.types.wakes import RawWebhook
 from events.types.webhook import InboundDelivery, delivery_label
 from notify import skips
-from notify.credentials import credentials_for
+from notify.node import NotifyNode
 from notify.sources import SOURCES, source_named
-from notify.sources.base import MAX_BODY_BYTES, PayloadError, SignatureError, body_digest, header
+from notify.sources.base import MAX_BODY_BYTES, PayloadError, SignatureError, Source, body_digest, header
 
 log = logging.getLogger("notify.edge")
 
@@ -51,6 +50,7 @@ DEDUPE_NAMESPACE = "webhook"
 # it; a delivery an operator re-sends by hand a day later is treated as new.
 DEDUPE_TTL_SECONDS = 24 * 3600
 ROUTE = "/webhooks/{source}"
+RETRY_AFTER_SECONDS = 5  # a 503's Retry-After: the probe gate's figure, for the same reason
 # The inbound_delivery record's id is derived from the delivery's, so it is one row per delivery.
 _RECORD_NAMESPACE = uuid.UUID("6b2f4d18-9e3a-5c70-8d15-a4c3e9b27f61")
 
@@ -73,27 +73,20 @@ def sources_hint() -> str:
     return f"POST /webhooks/<source>, where <source> is one of: {', '.join(sorted(SOURCES))}"
 
 
-def public_port(node: Any) -> int | None:
-    public = getattr(getattr(getattr(node, "cfg", None), "api", None), "public", None)
-    return getattr(public, "port", None) if public is not None else None
+async def ensure_work_queue(queue: EventQueue) -> None:
+    """The inbound work queue's durable subscription, which must exist before the first delivery
+    is put on it: the stream keeps a message only while a consumer covers it (interest
+    retention), and the notification service may attach a moment after this node begins
+    serving (seed 000, "A seat's mailbox exists before the seat is running" -- the same rule,
+    for this queue). The node calls it while preparing, before it serves."""
+    await queue.ensure_subscription(topics.NOTIFICATIONS_INBOUND, topics.NOTIFICATIONS_GROUP)
 
 
-_dedupes: "WeakKeyDictionary[Any, Dedupe]" = WeakKeyDictionary()
-
-
-def _dedupe(node: Any) -> Dedupe:
-    """The node's dedupe slots, one per coordination store (its bucket is provisioned once)."""
-    found = _dedupes.get(node.coord)
-    if found is None:
-        found = _dedupes[node.coord] = Dedupe(node.coord, node_id=node.node_id)
-    return found
-
-
-async def receive(node: Any, name: str, headers: Mapping[str, str], body: bytes | None, *,
+async def receive(node: NotifyNode, name: str, headers: Mapping[str, str], body: bytes | None, *,
                   content_length: int | None = None, listener_port: int | None = None) -> Answer:
     """Take one delivery; see the module docstring for every answer. `body` None means the
     caller did not read it because `content_length` is already over the limit."""
-    port = public_port(node)
+    port = node.public_port
     if port is not None and listener_port is not None and listener_port != port:
         return refuse(404, f"no_route: /webhooks/{name} is not served on api.port",
                       hint=f"webhooks are served on the public listener only: api.public (port {port})")
@@ -102,7 +95,7 @@ async def receive(node: Any, name: str, headers: Mapping[str, str], body: bytes 
         return refuse(404, f"not found: no webhook source {name!r}", hint=sources_hint())
     if node.stopping:
         return refuse(503, "draining: this node takes no new deliveries; retry")
-    creds = credentials_for(node.keyring, node.company)
+    creds = node.credentials
     if creds is None or not creds.connected(name):
         return refuse(404, f"not connected: the company configures no integrations.{name} block",
                       hint=f"add integrations.{name} with its {source.secret_field} to company.yaml")
@@ -118,7 +111,7 @@ async def receive(node: Any, name: str, headers: Mapping[str, str], body: bytes 
         return await _accept(node, source, headers, body, trace)
 
 
-async def _accept(node: Any, source: Any, headers: Mapping[str, str], body: bytes, trace: TraceContext) -> Answer:
+async def _accept(node: NotifyNode, source: Source, headers: Mapping[str, str], body: bytes, trace: TraceContext) -> Answer:
     name = source.name
     try:
         payload = source.decode(headers, body)
@@ -151,7 +144,6 @@ async def _accept(node: Any, source: Any, headers: Mapping[str, str], body: byte
     # record of the vendor's retry are one row.
     recorded = asyncio.ensure_future(_record(node, record))
     try:
-        await _ensure_work_queue(node.queue)
         await node.queue.publish(topics.NOTIFICATIONS_INBOUND, raw, dedupe_id=f"{name}:{delivery_id}")
     except Exception as exc:
         log.warning("webhook_publish_failed", extra={"source": name, "delivery_id": delivery_id, "error": str(exc)})
@@ -163,37 +155,24 @@ async def _accept(node: Any, source: Any, headers: Mapping[str, str], body: byte
                   {"traceparent": trace.traceparent()})
 
 
-_work_queues: "WeakSet[Any]" = WeakSet()
-
-
-async def _ensure_work_queue(queue: Any) -> None:
-    """The inbound work queue's durable subscription, before the first delivery is put on it: the
-    stream keeps a message only while a consumer covers it (interest retention), and the
-    notification service may attach a moment after this node begins serving (seed 000, "A
-    seat's mailbox exists before the seat is running" -- the same rule, for this queue)."""
-    if queue not in _work_queues:
-        await queue.ensure_subscription(topics.NOTIFICATIONS_INBOUND, topics.NOTIFICATIONS_GROUP)
-        _work_queues.add(queue)
-
-
-async def _claim(node: Any, key: str) -> bool:
+async def _claim(node: NotifyNode, key: str) -> bool:
     """The fleet's first claim of a delivery id wins; a store that does not answer leaves the
     broker's own window (two minutes) as the only dedupe rather than refusing the delivery."""
     try:
-        return await _dedupe(node).claim(DEDUPE_NAMESPACE, key, DEDUPE_TTL_SECONDS)
+        return await node.dedupe.claim(DEDUPE_NAMESPACE, key, DEDUPE_TTL_SECONDS)
     except CoordError as exc:
         log.warning("webhook_dedupe_unavailable", extra={"key": key, "error": str(exc)})
         return True
 
 
-async def _unclaim(node: Any, key: str) -> None:
+async def _unclaim(node: NotifyNode, key: str) -> None:
     try:
         await node.coord.delete(DEDUPE_BUCKET, f"{DEDUPE_NAMESPACE}:{key}")
     except CoordError as exc:
         log.warning("webhook_dedupe_release_failed", extra={"key": key, "error": str(exc)})
 
 
-async def _record(node: Any, event: Any) -> None:
+async def _record(node: NotifyNode, event: Event) -> None:
     """Publish a record of the delivery; a failure is logged, never the delivery's answer."""
     try:
         await node.queue.publish(topics.event_subject(event.type), event)

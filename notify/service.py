@@ -32,7 +32,7 @@ from engine.queue.contract import Delivery, Outcome
 from events.envelope import Event
 from events.tracing import TraceContext, event_trace, trace_of
 from notify import skips
-from notify.credentials import credentials_for
+from notify.node import NotifyNode
 from notify.routing import resolve, wake_dedupe_id, wake_event
 from notify.sources import source_named
 from notify.sources.base import Ignored, Notification, ParseError, PayloadError
@@ -53,11 +53,11 @@ class Routed:
 
 
 class NotificationService:
-    """Built by the node for the ingress and workers roles (engine.services)."""
+    """Built by the node for the ingress and workers roles (engine.node.services)."""
 
     name = "notifications"
 
-    def __init__(self, node: Any) -> None:
+    def __init__(self, node: NotifyNode) -> None:
         self.node = node
         self.valve = RateValve(node.coord)
         self.follows = ThreadFollows(node.coord)
@@ -88,7 +88,7 @@ class NotificationService:
         if source is None:
             return await self._skip(out, skips.NO_PARSER, f"no source named {name!r} in this build", **about)
         company = self.node.company
-        creds = credentials_for(self.node.keyring, company)
+        creds = self.node.credentials
         if not creds.connected(name):
             return await self._skip(out, skips.SOURCE_DISCONNECTED,
                                     f"integrations.{name} is not in the active revision", **about)

@@ -16,6 +16,7 @@ from typing import Any
 from events.envelope import Event, new
 from events.tracing import TraceContext
 from events.types.notification import NotificationSkipped
+from notify.errors import NotifyError
 
 PAYLOAD_UNREADABLE = "its payload cannot be read"
 SOURCE_DISCONNECTED = "its source was disconnected"
@@ -34,9 +35,11 @@ REASONS: frozenset[str] = frozenset(
 _SKIP_NAMESPACE = uuid.UUID("3f1d7c52-0a8e-5b6f-9d41-7e2c8a5b0f13")
 
 
-class UnknownReason(ValueError):
+class UnknownReason(NotifyError, ValueError):
+    """A skip reason outside the fixed set (seed 000, "Distributed Tracing")."""
+
     def __init__(self, reason: str) -> None:
-        super().__init__(f"notify: {reason!r} is not one of the skip reasons in notify.skips.REASONS")
+        super().__init__(f"{reason!r} is not one of the skip reasons in notify.skips.REASONS")
 
 
 def skip_event(reason: str, detail: str, trace: TraceContext, *, source: str, about: str, event_kind: str = "",

@@ -28,6 +28,7 @@ from engine.coord.contract import RevisionMismatch
 from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import duty_key
 from engine.queue import topics
+from seats.node import SeatsNode
 from seats.pauses import SEATS_BUCKET
 
 log = logging.getLogger("seats.duties")
@@ -47,7 +48,7 @@ class MaintenanceDuty:
 
     name = "maintenance"
 
-    def __init__(self, node: Any, *, sweep_seconds: float | None = None, retire_after_seconds: float | None = None,
+    def __init__(self, node: SeatsNode, *, sweep_seconds: float | None = None, retire_after_seconds: float | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.node = node
         self.sweep_seconds = float(sweep_seconds or getattr(settings, "CREWLET_MAINTENANCE_SWEEP_SECONDS", SWEEP_SECONDS))

@@ -7,8 +7,8 @@ from the node's CURRENT company on every drain, so a revision's knobs apply with
 re-subscribing. Per partition the handler:
   1. drops same-id duplicates, then skips (acks) what the completion ledger already holds,
      publishing `turn_trigger_skipped` so a redelivery is never invisible;
-  2. merges what is left into one trigger (`seats.merge`); a partition that cannot be merged
-     degrades to per-event dispatch: the tail is requeued as independent inbox messages FIRST,
+  2. merges what is left into one trigger (`notify.coalesce`, the digest trigger); a partition
+     that cannot be merged degrades to per-event dispatch: the tail is requeued as independent inbox messages FIRST,
      then the first event runs in the current ack scope;
   3. runs the turn inside the node's concurrency gate -- waiting for a slot keeps the delivery;
   4. settles: completed/stopped -> every constituent recorded as worked, ACK; llm_unavailable
@@ -30,23 +30,34 @@ import time
 import uuid
 from collections import deque
 from datetime import datetime, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from engine.coord.contract import CoordError
+from engine.coord.leases import Lease
+from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
-from engine.queue.contract import Batch, BatchOptions, Delivery, Outcome
+from engine.queue.contract import Batch, BatchOptions, Delivery, EventQueue, Outcome
 from events.envelope import Event, EventData, new
 from events.tracing import TraceContext, event_trace, new_span_id, trace_of
 from events.types.notification import TurnTriggerSkipped
 from events.types.system import TurnGuardBreach
+from notify.coalesce import CoalesceError, coalesce, coalesced_event
+from seats.budgets import Budgets
 from seats.holds import HOLD_BUDGET, HOLD_DRAINING, HOLD_NO_PROVIDER, HOLD_PAUSED, BudgetPark, InboxHolds
-from seats.merge import CoalesceError, coalesced_record, merge_partition
-from seats.turn import TurnRequest
+from seats.node import SeatsNode
+from seats.turn import TurnRequest, TurnResult
 
 log = logging.getLogger("seats.host")
 
 STORE_RETRY_SECONDS = 1.0  # a store that did not answer is asked again after the NAK base spacing
 SKIP_WORKED = "already worked"  # the ledger's reason phrase, matched exactly by readers
+
+
+class TurnRunner(Protocol):
+    """What runs a seat's turn: `seats.turn.TurnEngine`, or a test's scripted engine."""
+
+    async def run(self, request: TurnRequest) -> TurnResult:
+        """Run one turn to its outcome; raises only on a bug or an unanswering budget store."""
 
 
 def _now_iso() -> str:
@@ -58,8 +69,9 @@ class SeatHost:
     is the node's concurrency semaphore, `ledger` the fleet's completion ledger, `budgets` the
     token budgets (None: uncapped), `lease` the seat lease this node holds (None in tests)."""
 
-    def __init__(self, node: Any, handle: str, *, turns: Any, gate: asyncio.Semaphore, ledger: Any,
-                 budgets: Any = None, lease: Any = None, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, node: SeatsNode, handle: str, *, turns: TurnRunner, gate: asyncio.Semaphore,
+                 ledger: CompletionLedger, budgets: Budgets | None = None, lease: Lease | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.node = node
         self.handle = handle
         self.turns = turns
@@ -87,7 +99,7 @@ class SeatHost:
         self._telemetry: set[asyncio.Task] = set()
 
     @property
-    def queue(self) -> Any:
+    def queue(self) -> EventQueue:
         return self.node.queue
 
     # -- life ------------------------------------------------------------------------------
@@ -231,7 +243,7 @@ class SeatHost:
         """The events the ledger has no record of; each one it has is skipped, out loud."""
         records = await asyncio.gather(*(self.ledger.worked(self.handle, str(e.id)) for e in events))
         fresh = []
-        for event, record in zip(events, records):
+        for event, record in zip(events, records, strict=True):
             if record is None:
                 fresh.append(event)
                 continue
@@ -248,7 +260,7 @@ class SeatHost:
         if len(fresh) == 1:
             return fresh[0], fresh
         try:
-            merged = merge_partition(fresh)
+            merged = coalesce(fresh)
         except CoalesceError as exc:
             log.warning("partition_merge_failed", extra={"seat": self.handle, "partition_key": key, "error": str(exc)})
             # The tail FIRST: a requeue that fails raises (NAK) before any turn ran, so a
@@ -256,7 +268,7 @@ class SeatHost:
             for event in fresh[1:]:
                 await self.queue.publish(self.inbox, event)
             return fresh[0], fresh[:1]
-        self._record_later(coalesced_record(merged, fresh, key, turn_id))
+        self._record_later(coalesced_event(merged, fresh, turn_id))
         return merged, fresh
 
     async def _settle(self, request: TurnRequest, result: Any) -> Outcome:
@@ -292,7 +304,7 @@ class SeatHost:
         fatal: the ACK is what settles the mail, the ledger covers an ACK that never lands."""
         results = await asyncio.gather(*(self.ledger.record_worked(self.handle, str(e.id), request.turn_id)
                                          for e in request.constituents), return_exceptions=True)
-        for event, result in zip(request.constituents, results):
+        for event, result in zip(request.constituents, results, strict=True):
             if isinstance(result, Exception):
                 log.error("ledger_record_failed", extra={"seat": self.handle, "trigger_id": str(event.id),
                                                           "turn_id": request.turn_id, "error": str(result)})

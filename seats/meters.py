@@ -4,7 +4,7 @@ by every node on a fixed tick and at once when a window first turns work away on
 next report supersedes; the live projection reads it"; seed 002, the exclusions table: "a
 15-second tick").
 
-Every node runs one `BudgetMetersPublisher` (engine.services, every role). It reads the
+Every node runs one `BudgetMetersPublisher` (engine.node.services, every role). It reads the
 counters from the coordination store (`Budgets.meter_windows`), so any node's report is the
 fleet's, and publishes `budget_meters` (reason `tick`, or `refusal`) on the events stream. The
 store keeps none of them (a periodic snapshot, excluded by the category map); the dashboard's
@@ -23,13 +23,14 @@ import asyncio
 import contextlib
 import logging
 from datetime import datetime, timezone
-from typing import Any
+
 
 from engine.queue import topics
-from events.envelope import new
+from events.envelope import Event, new
 from events.tracing import trace_of
 from events.types.wakes import BudgetMeters
-from seats.budgets import Budgets, Refusal
+from seats.budgets import Refusal
+from seats.node import SeatsNode
 
 log = logging.getLogger("seats.meters")
 
@@ -43,19 +44,16 @@ class BudgetMetersPublisher:
 
     name = "budget_meters"
 
-    def __init__(self, node: Any, *, budgets: Budgets | None = None, tick_seconds: float | None = None) -> None:
+    def __init__(self, node: SeatsNode, *, tick_seconds: float = TICK_SECONDS) -> None:
         self.node = node
-        self.budgets = budgets
-        timings = getattr(node, "timings", None)
-        self.tick_seconds = tick_seconds or getattr(timings, "budget_meters_seconds", None) or TICK_SECONDS
+        self.budgets = node.budgets  # the counters the node's seat hosts charge, so their refusals reach here
+        self.tick_seconds = tick_seconds
         self.published = 0
         self._refusing: set[WindowKey] = set()
         self._refused = asyncio.Event()
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
-        if self.budgets is None:
-            self.budgets = self._node_budgets()
         self.budgets.add_refusal_listener(self._on_refusal)
         self._task = asyncio.create_task(self._run(), name="budget-meters")
 
@@ -65,15 +63,6 @@ class BudgetMetersPublisher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-
-    def _node_budgets(self) -> Budgets:
-        """The counters this node's seat hosts charge (so their refusals reach this service), or
-        a reader of its own on a node that runs no seats."""
-        for service in getattr(self.node, "services", None) or []:
-            found = getattr(service, "budgets", None)
-            if isinstance(found, Budgets):
-                return found
-        return Budgets(self.node.coord)
 
     def _on_refusal(self, refusal: Refusal) -> None:
         key = (refusal.scope, refusal.handle, refusal.period, refusal.window)
@@ -87,16 +76,16 @@ class BudgetMetersPublisher:
             await self.publish(reason)
             try:
                 await asyncio.wait_for(self._refused.wait(), self.tick_seconds)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 reason = "tick"
             else:
                 self._refused.clear()
                 reason = "refusal"
 
-    async def publish(self, reason: str) -> Any:
+    async def publish(self, reason: str) -> Event | None:
         """One report; the event published, or None when there was nothing to meter or it failed."""
-        company = getattr(self.node, "company", None)
-        if company is None or self.budgets is None:
+        company = self.node.company
+        if company is None:
             return None
         try:
             windows = await self.budgets.meter_windows(company)
@@ -106,7 +95,7 @@ class BudgetMetersPublisher:
                 (w["scope"], w["agent_handle"], w["period"], w["window"]) == k and w["state"] == "refusing"
                 for w in windows)}
             event = new(BudgetMeters(windows=windows, reason=reason, taken_at=datetime.now(timezone.utc)), trace_of(),
-                        source=str(getattr(self.node, "node_id", "") or "engine"))
+                        source=self.node.node_id or "engine")
             await self.node.queue.publish(topics.event_subject(event.type), event)
         except Exception as exc:  # an outage costs this report, never the node
             log.warning("budget_meters_unpublished", extra={"reason": reason, "error": str(exc)})

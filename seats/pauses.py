@@ -22,6 +22,7 @@ from engine.queue import topics
 from events.envelope import Event, new
 from events.tracing import trace_of
 from events.types.lifecycle import SeatPaused, SeatResumed
+from seats.errors import SeatsError
 
 SEATS_BUCKET = "crewlet_seats"
 CAS_ATTEMPTS = 16
@@ -29,7 +30,7 @@ CAS_ATTEMPTS = 16
 Publish = Callable[[Event], Awaitable[None]]
 
 
-class PauseContention(Exception):
+class PauseContention(SeatsError):
     """A pause or resume lost every compare-and-set race it ran."""
 
 

@@ -2,7 +2,7 @@
 queue; held agents wait on the broker"; seed 002, "Replica count": max_concurrent is per
 process, so N nodes is N x that ceiling).
 
-`SeatRuntime` is a node service (`engine.services`). The node tells it about seats it acquired
+`SeatRuntime` is a node service (`engine.node.services`). The node tells it about seats it acquired
 and released and about every revision it applied; the runtime owns what the hosts share:
 the per-node concurrency gate (`asyncio.Semaphore(node.max_concurrent)`, held around a turn,
 never around a fetch, so waiting for a slot does not hand the delivery back), the turn engine,
@@ -19,15 +19,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from typing import Any
 
+from engine.config import Company
+from engine.coord.leases import Lease
 from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
 from events.envelope import Event
-from seats.budgets import Budgets
-from seats.host import SeatHost
-from seats.pauses import PauseBook, watch_pauses
+from seats.host import SeatHost, TurnRunner
+from seats.node import SeatsNode
+from seats.pauses import watch_pauses
 from seats.turn import TurnEngine
 
 log = logging.getLogger("seats.runtime")
@@ -40,19 +40,17 @@ class SeatRuntime:
 
     name = "seats"
 
-    def __init__(self, node: Any, *, turns: Any = None, budgets: Any = None, ledger: Any = None,
-                 pauses: PauseBook | None = None, poll_seconds: float | None = None) -> None:
+    def __init__(self, node: SeatsNode, *, turns: TurnRunner | None = None, ledger: CompletionLedger | None = None,
+                 poll_seconds: float | None = None) -> None:
         self.node = node
-        leases = getattr(node, "leases", None)
-        self.clock = leases.clock if leases is not None else time.time
-        self.budgets = budgets if budgets is not None else Budgets(node.coord)
+        self.clock = node.leases.clock
+        self.budgets = node.budgets
+        self.pauses = node.pauses
         self.ledger = ledger if ledger is not None else CompletionLedger(node.coord)
-        self.pauses = pauses if pauses is not None else PauseBook(node.coord)
         self.turns = turns if turns is not None else TurnEngine(node_id=node.node_id, publish=self.publish,
                                                                 budgets=self.budgets)
-        self.gate = asyncio.Semaphore(max(1, int(node.cfg.node.max_concurrent)))
-        timings = getattr(node, "timings", None)
-        self.poll_seconds = poll_seconds or getattr(timings, "sweep_seconds", None) or DEFAULT_POLL_SECONDS
+        self.gate = asyncio.Semaphore(max(1, int(node.max_concurrent)))
+        self.poll_seconds = poll_seconds or node.sweep_seconds or DEFAULT_POLL_SECONDS
         self.hosts: dict[str, SeatHost] = {}
         self.stopping = False
         self._admitting: dict[str, asyncio.Task] = {}
@@ -85,11 +83,11 @@ class SeatRuntime:
                 await sub.close()
         hosts, self.hosts = list(self.hosts.values()), {}
         results = await asyncio.gather(*(h.stop(finish=not cut) for h in hosts), return_exceptions=True)
-        for host, result in zip(hosts, results):
+        for host, result in zip(hosts, results, strict=True):
             if isinstance(result, Exception):
                 log.warning("seat_host_stop_failed", extra={"seat": host.handle, "error": str(result)})
 
-    async def on_company(self, company: Any) -> None:
+    async def on_company(self, company: Company) -> None:
         """A revision applied: every host re-reads it (holds, budget parks)."""
         for host in list(self.hosts.values()):
             try:
@@ -97,7 +95,7 @@ class SeatRuntime:
             except Exception:
                 log.exception("seat_revision_apply_failed", extra={"seat": host.handle})
 
-    async def on_seat_acquired(self, handle: str, lease: Any) -> None:
+    async def on_seat_acquired(self, handle: str, lease: Lease | None) -> None:
         """Host the seat once its lease is proven exclusive."""
         if self.stopping:
             return
@@ -107,13 +105,13 @@ class SeatRuntime:
             return
         self._admitting[handle] = asyncio.create_task(self._admit(handle, lease), name=f"seat-admit:{handle}")
 
-    async def on_seat_released(self, handle: str, lease: Any, reason: str) -> None:
+    async def on_seat_released(self, handle: str, lease: Lease | None, reason: str) -> None:
         """Stop hosting at once: what the host holds goes back at the head (a detach)."""
         log.info("seat_host_releasing", extra={"seat": handle, "reason": reason})
         await self._drop(handle)
 
     # -- hosts -----------------------------------------------------------------------------
-    async def _admit(self, handle: str, lease: Any) -> None:
+    async def _admit(self, handle: str, lease: Lease | None) -> None:
         """Renew until the lease proves exclusive (then host the seat), or is lost."""
         leases = self.node.leases
         try:
@@ -129,7 +127,7 @@ class SeatRuntime:
             if self._admitting.get(handle) is asyncio.current_task():
                 del self._admitting[handle]
 
-    async def _start_host(self, handle: str, lease: Any) -> None:
+    async def _start_host(self, handle: str, lease: Lease | None) -> None:
         try:
             pause = await self.pauses.get(handle)
         except Exception as exc:  # the poll corrects it once the store answers
@@ -187,10 +185,3 @@ class SeatRuntime:
         """The turn engine's publisher: `crewlet.events.{type}`."""
         await self.node.queue.publish(topics.event_subject(event.type), event)
 
-
-def seat_runtime(node: Any) -> SeatRuntime | None:
-    """The node's seats service, when its roles run one."""
-    for service in getattr(node, "services", None) or ():
-        if isinstance(service, SeatRuntime):
-            return service
-    return None

@@ -14,17 +14,13 @@ from engine.queue import topics
 from events.envelope import Event, new
 from events.tracing import trace_of
 from events.types.task import TaskAssigned
+from seats.errors import SeatRefused
 
 MAX_TASK_CHARS = 20_000  # a task is a prompt, re-sent on every round of its turn
 
 
-class TaskRefused(Exception):
+class TaskRefused(SeatRefused):
     """The task cannot be published; `status` is the HTTP answer (404 unknown, 422 otherwise)."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        self.status = status
-        self.detail = detail
-        super().__init__(f"seats: {detail}")
 
 
 def build_task(company, handle: str, text: str, assigned_by: str, *, schedule: str = "") -> Event:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.keyring import Keyring, KeyringError, decode_material, generate_key_material
+from engine.config.keyring import Keyring, KeyringError, decode_material, generate_key_material
 
 ROOT = Path(__file__).resolve().parent.parent
 OLD, NEW = generate_key_material(), generate_key_material()

@@ -35,7 +35,8 @@ def test_no_module_but_topics_spells_a_crewlet_subject():
                 if "crewlet." in node.value and not node.value.startswith("crewlet.yaml"):
                     text = node.value
                     # A logger or module name is not a subject; a subject has a crewlet.<namespace>. head.
-                    if any(text.startswith(f"crewlet.{ns}") for ns in ("agent", "notifications", "events", "config", "memory", "custody")) or ".crewlet." in text:
+                    spaces = ("agent", "notifications", "events", "config", "memory", "custody")
+                    if any(text.startswith(f"crewlet.{ns}") for ns in spaces) or ".crewlet." in text:
                         offenders.append(f"{path.relative_to(ROOT)}:{node.lineno}: {text!r}")
     assert not offenders, "subjects must be built by engine/queue/topics.py:\n" + "\n".join(offenders)
 

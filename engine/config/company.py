@@ -17,7 +17,7 @@ import os
 import uuid
 import zoneinfo
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BeforeValidator, Field, PrivateAttr
 
@@ -66,7 +66,7 @@ class OpenAI(Block):
     max_retries: integer(0, 10) = 2
 
 
-Provider = Annotated[Union[Scripted, OpenAI], Field(discriminator="kind")]
+Provider = Annotated[Scripted | OpenAI, Field(discriminator="kind")]
 
 
 class Providers(Block):

@@ -10,6 +10,8 @@ bind (seed 002: "the ceilings crewlet validate warns can never bind"), and the l
 """
 from __future__ import annotations
 
+import itertools
+
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -167,7 +169,7 @@ def _never_binding(path: str, budget) -> list[str]:
     """A longer window capped at or below a shorter one leaves the shorter one unable to bind."""
     windows = list(budget.windows().items())
     out = []
-    for (short, short_cap), (long, long_cap) in zip(windows, windows[1:]):
+    for (short, short_cap), (long, long_cap) in itertools.pairwise(windows):
         if long_cap <= short_cap:
             out.append(f"{path}.{short}: {short_cap} can never bind, because {path}.{long} "
                        f"({long_cap}) is reached first")

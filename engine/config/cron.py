@@ -32,7 +32,7 @@ def cron_problem(expression: str) -> str | None:
     if len(parts) != 5:
         return (f"expected five fields (minute hour day-of-month month day-of-week) or one of "
                 f"{', '.join(SHORTHANDS)}, got {len(parts)} field{'s' if len(parts) != 1 else ''}")
-    for part, (name, low, high, names) in zip(parts, _FIELDS):
+    for part, (name, low, high, names) in zip(parts, _FIELDS, strict=True):
         for item in part.split(","):
             problem = _item_problem(item.lower(), low, high, names)
             if problem:

@@ -37,7 +37,7 @@ _NODE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._\-]*$")
 Port = integer(1, 65535)
 
 
-class Node(Block):
+class NodeSection(Block):
     """`node`: who this node is and how many turns it runs at once."""
 
     id: Text | None = None
@@ -200,7 +200,7 @@ class Logging(Block):
 class NodeConfig(Block):
     """A decoded, validated `crewlet.yaml`; `node.id` is resolved."""
 
-    node: Node = Field(default_factory=Node)
+    node: NodeSection = Field(default_factory=NodeSection)
     stream: Stream = Field(default_factory=Stream)
     store: Store = Field(default_factory=Store)
     coordination: Coordination = Field(default_factory=Coordination)
@@ -215,7 +215,7 @@ class NodeConfig(Block):
         return self._source
 
 
-def resolve_node_id(node: Node, env: Mapping[str, str]) -> tuple[Node, list[str]]:
+def resolve_node_id(node: NodeSection, env: Mapping[str, str]) -> tuple[NodeSection, list[str]]:
     """Return node with its id resolved, and the refusal when the id cannot be one.
 
     Seed 002, "Every node embeds a member of one cluster": `node.id` in the file, then

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from engine.config.errors import describe_value
-from engine.keyring import KeyringError, MIN_KEY_BYTES, decode_material
+from engine.config.keyring import KeyringError, MIN_KEY_BYTES, decode_material
 
 KEYGEN = "run `python manage.py crewlet_secrets keygen`"
 _EVERY_INTERFACE = {"", "0.0.0.0", "::", "[::]"}
@@ -176,7 +176,7 @@ def _secrets_refusals(secrets) -> list[str]:
 
 
 def _material_refusals(i: int, material: str) -> list[str]:
-    """Key material is read as engine.keyring reads it: base64url, then hex, else the
+    """Key material is read as engine.config.keyring reads it: base64url, then hex, else the
     text's own UTF-8 bytes; whichever reading applies must give 32 bytes or more."""
     try:
         decode_material(material)

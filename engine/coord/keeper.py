@@ -54,7 +54,7 @@ class LeaseKeeper:
         kept = list(self._leases.values())
         results = await asyncio.gather(*(self.manager.renew(lease) for lease in kept),
                                        return_exceptions=True)
-        for lease, result in zip(kept, results):
+        for lease, result in zip(kept, results, strict=True):
             if isinstance(result, Exception):  # not a refusal, not silence: keep, and say so
                 log.error("lease_renew_failed", extra={"key": lease.key, "error": str(result)})
         now = self.manager.clock()

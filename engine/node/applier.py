@@ -1,9 +1,10 @@
-"""The node's company (seed 002, "Running the Engine + API"; DESIGN.md, "Configuration"):
-importing a file as a revision, activating a document on the fleet's pointer, and applying
-the active revision without a restart -- every agent seat's mailbox first, then the services.
+"""How a node comes to serve a company revision (seed 002, "Running the Engine + API"; DESIGN.md,
+"Configuration"): importing a file as a revision, activating a document on the fleet's pointer,
+and applying the active revision without a restart -- every agent seat's mailbox first, then
+the services that follow the company.
 
-A mixin of `engine.node.Node`: it reads and writes the node's `company`, `generation`,
-`queue`, `coord`, `keyring` and `state`.
+`RevisionApplier` holds the company this node serves and its generation. It is built once the
+queue and the coordination store are open, with what it needs named in its constructor.
 """
 from __future__ import annotations
 
@@ -11,26 +12,55 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Awaitable, Callable, Mapping
 
 from asgiref.sync import sync_to_async
 
 from engine import revisions
 from engine.config import Company, ConfigError, parse_company
-from engine.errors import EXIT_CONFIG, BootError
+from engine.config.keyring import Keyring
+from engine.coord.contract import CoordStore
+from engine.node.errors import EXIT_CONFIG, BootError
+from engine.node.probes import NodeState
 from engine.queue import topics
-from engine.services import call_hook
-from events.envelope import Event
+from engine.queue.contract import EventQueue
+from events.envelope import Event, EventData
 from events.types.lifecycle import ConfigRevisionActivated, ConfigRevisionApplied
 
 log = logging.getLogger("engine.node")
 
 MAILBOX_CREATES_IN_FLIGHT = 8  # overlapping creates hides round trips; the broker's fsync bounds the rest
 
+Record = Callable[[EventData], Awaitable[Event | None]]
+Follow = Callable[[Company], Awaitable[None]]
 
-class CompanyApplier:
-    """How a node comes to serve a company revision, and keeps up with the fleet's."""
 
-    async def _import_file(self, path: str) -> None:
+class RevisionApplier:
+    """The company this node serves, and how it keeps up with the fleet's active revision.
+
+    `record(data)` publishes an event about the engine (returning it, or None when it could not);
+    `follow(company)` tells the node's services of a revision it applied."""
+
+    def __init__(self, *, node_id: str, queue: EventQueue, coord: CoordStore, keyring: Keyring,
+                 env: Mapping[str, str] | None, state: NodeState, record: Record, follow: Follow,
+                 imported_by: str) -> None:
+        self.node_id = node_id
+        self.queue = queue
+        self.coord = coord
+        self.keyring = keyring
+        self.env = env
+        self.state = state
+        self.record = record
+        self.follow = follow
+        self.imported_by = imported_by
+        self.company: Company | None = None
+        self.generation: int | None = None
+        self._nudge = asyncio.Event()
+        self._nudges = None  # the broadcast subscription that carries the fleet's nudges
+
+    # -- preparing -------------------------------------------------------------------------
+    async def import_file(self, path: str) -> None:
+        """`--company PATH`: make the file the active revision when it differs from it."""
         try:
             with open(path, encoding="utf-8") as fh:
                 text = fh.read()
@@ -42,7 +72,7 @@ class CompanyApplier:
             raise BootError(f"--company {path}: {exc}", EXIT_CONFIG) from None
         await self.activate_document(text, company, self.imported_by, source="file")
 
-    async def _reactivate_from_store(self) -> None:
+    async def reactivate_from_store(self) -> None:
         """Without --company: keep serving the store's active revision, re-announcing it to a
         coordination store that has none (an in-process twin starts empty on every boot)."""
         pointer = await revisions.read_pointer(self.coord, self.keyring)
@@ -65,10 +95,10 @@ class CompanyApplier:
         if previous != activation.generation:
             # One event, two subjects: the record, and the nudge every node listens for. The
             # store keeps it once (its row is keyed on the event's time and id).
-            event = self._event(ConfigRevisionActivated(revision=str(activation.generation), digest=activation.digest,
-                                                        previous_revision=str(previous or ""), activated_by=imported_by))
-            await self._publish_event(event)
-            await self.queue.publish(topics.CONFIG_REVISION_ACTIVATED, event)
+            event = await self.record(ConfigRevisionActivated(revision=str(activation.generation), digest=activation.digest,
+                                                              previous_revision=str(previous or ""), activated_by=imported_by))
+            if event is not None:
+                await self.queue.publish(topics.CONFIG_REVISION_ACTIVATED, event)
         self._nudge.set()
         return activation
 
@@ -96,19 +126,18 @@ class CompanyApplier:
         reached = "mailboxes"
         self.company, self.generation = company, pointer.generation
         self.state.configured, self.state.revision = True, pointer.generation
-        for service in self.services:
-            await call_hook(service, "on_company", company)
+        await self.follow(company)
         reached = "services"
         await self._applied(pointer, True, reached, began)
         log.info("config_revision_applied", extra={"generation": pointer.generation, "company": company.name})
         return True
 
-    async def _applied(self, pointer, applied: bool, reached: str, began: float, error: str = "") -> None:
+    async def _applied(self, pointer: revisions.Activation, applied: bool, reached: str, began: float, error: str = "") -> None:
         duration = int((time.monotonic() - began) * 1000)
         with contextlib.suppress(Exception):
             await revisions.report_applied(self.coord, self.node_id, pointer.generation, "applied" if applied else "refused", reached, error)
-        await self._record(ConfigRevisionApplied(revision=str(pointer.generation), digest=pointer.digest, applied=applied,
-                                                 reached=reached, error=error, duration_ms=duration))
+        await self.record(ConfigRevisionApplied(revision=str(pointer.generation), digest=pointer.digest, applied=applied,
+                                                reached=reached, error=error, duration_ms=duration))
 
     async def ensure_mailboxes(self, company: Company) -> None:
         """Every agent seat's inbox and control mailbox, before any seat is claimed (seed 000,
@@ -140,20 +169,27 @@ class CompanyApplier:
         log.info("mailboxes_ensured", extra={"seats": len(seats), "mailboxes_created": len(missing),
                                              "duration_ms": int((time.monotonic() - began) * 1000)})
 
-    async def _revision_loop(self) -> None:
+    # -- serving ---------------------------------------------------------------------------
+    async def keep_up(self, stopping: asyncio.Event, poll_seconds: float) -> None:
+        """Apply each new active revision: at once on the fleet's nudge
+        (`config_revision_activated`), and on a poll every `poll_seconds` as the backstop."""
         with contextlib.suppress(Exception):
-            self._nudge_sub = await self.queue.subscribe_stream(topics.CONFIG_REVISION_ACTIVATED, self._on_nudge)
-        while not self.stopping:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._nudge.wait(), self.timings.revision_poll_seconds)
-            self._nudge.clear()
-            if self.stopping:
-                return
-            try:
-                await self.apply_pointer()
-            except Exception:
-                log.exception("config_revision_poll_failed")
+            self._nudges = await self.queue.subscribe_stream(topics.CONFIG_REVISION_ACTIVATED, self._on_nudge)
+        try:
+            while not stopping.is_set():
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._nudge.wait(), poll_seconds)
+                self._nudge.clear()
+                if stopping.is_set():
+                    return
+                try:
+                    await self.apply_pointer()
+                except Exception:
+                    log.exception("config_revision_poll_failed")
+        finally:
+            if self._nudges is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(self._nudges.close(), 1.0)
 
     async def _on_nudge(self, event: Event) -> None:
         self._nudge.set()
-

@@ -102,7 +102,8 @@ def _kv(value) -> str:
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        parts = [f"time={_time(record)}", f"level={_LEVEL_NAMES.get(record.levelno, record.levelname)}", f"msg={_kv(record.getMessage())}", f"component={record.name}"]
+        parts = [f"time={_time(record)}", f"level={_LEVEL_NAMES.get(record.levelno, record.levelname)}",
+                 f"msg={_kv(record.getMessage())}", f"component={record.name}"]
         parts += [f"{k}={_kv(v)}" for k, v in record_fields(record).items()]
         parts += [f"{k}={getattr(record, k)}" for k in ("trace_id", "span_id") if hasattr(record, k)]
         exc = _exception_text(self, record)
@@ -165,7 +166,8 @@ def resolve_flag(value: str | None, accepted: Iterable[str], default: str, what:
     return default
 
 
-def settings_from(config_logging, *, level_flag: str | None = None, format_flag: str | None = None, debug: bool = False, file_flag: str | None = None) -> tuple[LogSettings, list[tuple[str, dict]]]:
+def settings_from(config_logging, *, level_flag: str | None = None, format_flag: str | None = None, debug: bool = False,
+                  file_flag: str | None = None) -> tuple[LogSettings, list[tuple[str, dict]]]:
     """Fold the Tier A `logging:` block and the run's flags into one answer (flags win when given)."""
     warnings: list[tuple[str, dict]] = []
     s = LogSettings()

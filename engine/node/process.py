@@ -1,15 +1,21 @@
 """The node: one process running the consume loops, the seat hosts and the singleton duties
 (seed 002, "The single host", "Running the Engine + API", "Probes"; DESIGN.md, "Shape").
 
-Boot order (the listener is bound by the caller before `run()` starts):
-  recovering -- the store's migrations, the event-store writer, the broker and the queue,
-                the coordination store and its buckets;   /health 503
-  preparing  -- the company: import `--company` as a new revision when it differs from the
-                active one, apply the active revision, ensure EVERY agent seat's mailbox,
-                take the presence lease;                    /health 200 "starting"
-  serving    -- claim seats (seats role), poll the activation pointer, run the duties;
+Boot order (the listener is bound by the caller before `run()` starts), one method a step:
+  recovering -- `_open_store` (the store's migrations, the event-store writer), `_open_queue`
+                (the broker and the queue), `_open_coordination` (the coordination store, its
+                leases, and the records the apps share);                      /health 503
+  preparing  -- `_take_company` (import `--company` as a new revision when it differs from
+                the active one), `_apply_active_revision` (EVERY agent seat's mailbox first),
+                `_ensure_work_queue`, `_take_presence`;                       /health 200 "starting"
+  serving    -- `_start_services`, `_start_loops` (claim seats, keep up with the fleet's
+                revision, the watchdog);
   draining   -- SIGTERM/SIGINT: /ready 503 at once, new work refused, leases given back,
                 the queue drained, the broker stopped, the writer flushed; exit 0.
+
+The node is what every app's Protocol of the node describes (notify.node, seats.node,
+dashboard.node): it is handed to each service it builds and to each request through the
+ASGI scope (engine.node.surface), never looked up.
 
 Exit codes (seed 002): 0 a clean drain, 1 a connection closed for good (or a boot that
 failed), 2 a configuration refusal, 69 an embedded broker that died, 75 the watchdog.
@@ -20,35 +26,45 @@ import asyncio
 import contextlib
 import gc
 import logging
+import os
+import sys
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Awaitable, Mapping
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 
-from engine import runtime
-from engine.company import CompanyApplier
-from engine.errors import EXIT_BROKER_DIED, EXIT_CONFIG, EXIT_FATAL, EXIT_OK, BootError  # noqa: F401 (re-exported)
-from engine.services import build_services, call_hook
+from dashboard.projection import LiveProjection
 from engine.config import Company, NodeConfig
+from engine.config.keyring import Keyring
+from engine.coord.contract import CoordStore
+from engine.coord.dedupe import Dedupe
 from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import Lease, LeaseManager
-from engine.keyring import Keyring
-from engine.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
+from engine.node.applier import RevisionApplier
+from engine.node.errors import EXIT_OK, BootError
+from engine.node.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
+from engine.node.services import Services, build_services
+from engine.node.watchdog import EXIT_WATCHDOG, Watchdog
 from engine.queue import topics
-from engine.queue.contract import Tuning
-from engine.watchdog import EXIT_WATCHDOG, Watchdog
-from events.envelope import Event, new
+from engine.queue.contract import EventQueue, Tuning
+from events.envelope import Event, EventData, new
+from events.store import EventStoreWriter
 from events.tracing import trace_of
 from events.types.lifecycle import OrgStarted, OrgStopped
 from events.types.placement import AgentSpawned, AgentTerminated
+from notify.credentials import CredentialCache, Credentials
+from notify.edge import ensure_work_queue
+from seats.budgets import Budgets
+from seats.pauses import PauseBook
 from seats.placement import NodeProfile, SeatPlacement
+from seats.runtime import SeatRuntime
 
 log = logging.getLogger("engine.node")
 
-ROLES = ("data", "seats", "ingress", "workers")
 STEP_SECONDS = 10.0     # a drain step's bound on a healthy broker
 CUT_STEP_SECONDS = 1.0  # on a cut drain nothing can be acknowledged: give up on a step quickly
-MAILBOX_CREATES_IN_FLIGHT = 8  # overlapping creates hides round trips; the broker's fsync bounds the rest
 ACK_WAIT_ENV = "CREWLET_QUEUE_ACK_WAIT_SECONDS"  # tests only: see queue_tuning
 
 
@@ -75,38 +91,116 @@ def freeze_heap() -> None:
     gc.freeze()
 
 
-class Node(CompanyApplier):
+class Node:
+    """One node's whole life: boot, serve, drain (see the module docstring)."""
+
     def __init__(self, cfg: NodeConfig, *, roles: tuple[str, ...], company_path: str | None = None,
-                 env: dict | None = None, timings: NodeTimings = NodeTimings(), imported_by: str = "node") -> None:
+                 env: Mapping[str, str] | None = None, timings: NodeTimings = NodeTimings(),
+                 imported_by: str = "node") -> None:
         self.cfg = cfg
         self.roles = roles
         self.company_path = company_path
         self.env = env
         self.timings = timings
         self.imported_by = imported_by
-        self.node_id = cfg.node.id
+        self.node_id: str = cfg.node.id or "node"
         self.state = NodeState(node_id=self.node_id, roles=roles)
         self.keyring = Keyring.from_config(cfg.secrets)
         self.ttl = timings.lease_ttl_seconds or cfg.coordination.lease_ttl_seconds
-        self.company: Company | None = None
-        self.generation: int | None = None
-        self.queue: Any = None
-        self.broker: Any = None
-        self.coord: Any = None
-        self.writer: Any = None
-        self.leases: LeaseManager | None = None
+        # Opened by the boot, in order; None until their step ran.
+        self.writer: EventStoreWriter | None = None
+        self.broker: Any = None                       # the embedded broker's supervisor, if any
+        self._queue: EventQueue | None = None
+        self._coord: CoordStore | None = None
+        self._leases: LeaseManager | None = None
+        self._dedupe: Dedupe | None = None
+        self._pauses: PauseBook | None = None
+        self._budgets: Budgets | None = None
+        self.revisions: RevisionApplier | None = None
+        self.services = Services()
+        self.presence: Lease | None = None
         self.keeper: LeaseKeeper | None = None
         self.placement: SeatPlacement | None = None
-        self.presence: Lease | None = None
         self.watchdog: Watchdog | None = None
+        self._credentials = CredentialCache(self.keyring)
         self._stopping = asyncio.Event()
-        self._nudge = asyncio.Event()
         self._exit_code = EXIT_OK
         self._stop_reason = ""
         self._cut = False
         self._tasks: list[asyncio.Task] = []
-        self._nudge_sub: Any = None
-        self.services: list = []
+
+    # -- what the apps read (their Protocols of the node) ----------------------------------
+    @property
+    def queue(self) -> EventQueue:
+        assert self._queue is not None, "the queue opens while the node recovers"
+        return self._queue
+
+    @property
+    def coord(self) -> CoordStore:
+        assert self._coord is not None, "the coordination store opens while the node recovers"
+        return self._coord
+
+    @property
+    def leases(self) -> LeaseManager:
+        assert self._leases is not None, "leases open with the coordination store"
+        return self._leases
+
+    @property
+    def dedupe(self) -> Dedupe:
+        assert self._dedupe is not None, "dedupe opens with the coordination store"
+        return self._dedupe
+
+    @property
+    def pauses(self) -> PauseBook:
+        assert self._pauses is not None, "the pause book opens with the coordination store"
+        return self._pauses
+
+    @property
+    def budgets(self) -> Budgets:
+        assert self._budgets is not None, "the budgets open with the coordination store"
+        return self._budgets
+
+    @property
+    def company(self) -> Company | None:
+        return self.revisions.company if self.revisions is not None else None
+
+    @property
+    def revision(self) -> int | None:
+        return self.revisions.generation if self.revisions is not None else None
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return self._credentials.of(self.company)
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    @property
+    def public_port(self) -> int | None:
+        return self.cfg.api.public.port if self.cfg.api.public is not None else None
+
+    @property
+    def max_concurrent(self) -> int:
+        return self.cfg.node.max_concurrent
+
+    @property
+    def sweep_seconds(self) -> float:
+        return self.timings.sweep_seconds
+
+    @property
+    def seat_runtime(self) -> SeatRuntime | None:
+        return self.services.seats
+
+    @property
+    def projection(self) -> LiveProjection | None:
+        return self.services.projection
+
+    async def activate_document(self, text: str, company: Company, imported_by: str, source: str = "api"):
+        """PUT /config and the admin's "activate": make a validated document the fleet's active one."""
+        if self.revisions is None:
+            raise BootError("the node is not serving yet; try again shortly")
+        return await self.revisions.activate_document(text, company, imported_by, source=source)
 
     # -- stopping --------------------------------------------------------------------------
     def request_stop(self, reason: str, exit_code: int = EXIT_OK, cut: bool = False) -> None:
@@ -119,13 +213,8 @@ class Node(CompanyApplier):
             log.info("node_stopping", extra={"reason": reason, "exit_code": exit_code})
             self._stopping.set()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stopping.is_set()
-
     # -- the whole life --------------------------------------------------------------------
     async def run(self) -> int:
-        runtime.set_node(self)
         try:
             try:
                 if not await self._unless_stopped(self._boot()):
@@ -139,8 +228,9 @@ class Node(CompanyApplier):
                 return self._exit_code
             self.state.phase = SERVING
             log.info("node_serving", extra={"node": self.node_id, "seats_role": "seats" in self.roles})
-            await self._record(OrgStarted(company=self.company.name if self.company else "", revision=str(self.generation or ""),
-                                          seat_count=len(self.company.agent_seats()) if self.company else 0))
+            company = self.company
+            await self._record(OrgStarted(company=company.name if company else "", revision=str(self.revision or ""),
+                                          seat_count=len(company.agent_seats()) if company else 0))
             if await self._unless_stopped(self._start_services()):
                 self._start_loops()
                 freeze_heap()
@@ -150,22 +240,26 @@ class Node(CompanyApplier):
             return self._exit_code
         finally:
             self.state.phase = STOPPED
-            runtime.clear_node(self)
 
     async def _boot(self) -> None:
         """Recover what the node holds, then prepare the company; BootError names what failed."""
         try:
-            await self._recover()
+            await self._open_store()
+            await self._open_queue()
+            await self._open_coordination()
             self.state.phase = PREPARING
             log.info("engine_recovered", extra={"node": self.node_id, "roles": ",".join(self.roles)})
-            await self._prepare()
+            await self._take_company()
+            await self._apply_active_revision()
+            await self._ensure_work_queue()
+            await self._take_presence()
         except BootError:
             raise
         except Exception as exc:  # a broker or store refusal: named, never a traceback
             log.debug("node_boot_error", exc_info=True)
             raise BootError(f"boot failed while {self.state.phase}: {exc}") from None
 
-    async def _unless_stopped(self, step) -> bool:
+    async def _unless_stopped(self, step: Awaitable[None]) -> bool:
         """Run a step of the boot, abandoning it when a stop arrives first (a signal, or a fatal
         such as the broker dying mid-boot, must not wait for a step stuck on that broker).
         True when the step finished."""
@@ -184,18 +278,13 @@ class Node(CompanyApplier):
         return False
 
     def _print_fatal(self, message: str) -> None:
-        import sys
-
         print(f"crewlet: {message}", file=sys.stderr)
 
     # -- recovering ------------------------------------------------------------------------
-    def _check_store_path(self) -> None:
-        """The store file's directory must exist (or be creatable) and be writable: named if not."""
-        import os
-        from pathlib import Path
-
-        from django.conf import settings
-
+    async def _open_store(self) -> None:
+        """A data node's store: its directory writable, its migrations applied, its writer."""
+        if "data" not in self.roles:
+            return
         path = Path(settings.DATABASES["default"]["NAME"])
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -203,25 +292,26 @@ class Node(CompanyApplier):
             raise BootError(f"store.path: {path}: cannot create its directory ({exc.strerror})") from None
         if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             raise BootError(f"store.path: {path}: not writable by this process")
+        await sync_to_async(_migrate, thread_sensitive=True)()
+        self.writer = EventStoreWriter()
 
-    async def _recover(self) -> None:
-        if "data" in self.roles:
-            self._check_store_path()
-            await sync_to_async(_migrate, thread_sensitive=True)()
-            from events.store import EventStoreWriter
-
-            self.writer = EventStoreWriter()
-        from engine.queue.factory import open_queue
+    async def _open_queue(self) -> None:
+        """The broker (an embedded one is started here) and the queue on it."""
         from engine.queue.contract import QueueError
+        from engine.queue.factory import open_queue
 
         try:
-            self.queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal,
-                                                       tuning=queue_tuning(self.env))
+            self._queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal,
+                                                        tuning=queue_tuning(self.env))
         except QueueError as exc:
             raise BootError(str(exc)) from None
         if self.writer is not None:
-            self.queue.add_publish_listener(self.writer)
+            self._queue.add_publish_listener(self.writer)
         self.state.broker_link = "up"
+
+    async def _open_coordination(self) -> None:
+        """The coordination store on the stream's own broker, the leases on it, and the records
+        the apps share (dedupe slots, pauses, budget counters)."""
         from engine.coord.factory import open_coord
 
         if self.broker is not None:
@@ -229,11 +319,17 @@ class Node(CompanyApplier):
         else:
             url, token = self.cfg.stream.url, self.cfg.stream.token
         try:
-            self.coord = await open_coord(self.cfg, url=url, token=token)
+            self._coord = await open_coord(self.cfg, url=url, token=token)
         except Exception as exc:
             raise BootError(f"coordination: {exc}") from None
-        self.leases = LeaseManager(self.coord, self.node_id, self.ttl)
-        await self.leases.provision()
+        self._leases = LeaseManager(self._coord, self.node_id, self.ttl)
+        await self._leases.provision()
+        self._dedupe = Dedupe(self._coord, node_id=self.node_id)
+        self._pauses = PauseBook(self._coord)
+        self._budgets = Budgets(self._coord)
+        self.revisions = RevisionApplier(node_id=self.node_id, queue=self._queue, coord=self._coord, keyring=self.keyring,
+                                         env=self.env, state=self.state, record=self._record,
+                                         follow=self._follow_company, imported_by=self.imported_by)
 
     def _on_queue_fatal(self, exit_code: int, reason: str) -> None:
         """The broker died (69) or the connection closed for good (1): stop, cutting the drain."""
@@ -243,13 +339,23 @@ class Node(CompanyApplier):
         self.request_stop(reason, exit_code=exit_code, cut=True)
 
     # -- preparing -------------------------------------------------------------------------
-    async def _prepare(self) -> None:
+    async def _take_company(self) -> None:
+        """`--company`: import the file as a new revision when it differs; without it, keep
+        serving the store's active revision."""
         if self.company_path:
-            await self._import_file(self.company_path)
+            await self.revisions.import_file(self.company_path)
         else:
-            await self._reactivate_from_store()
-        await self.apply_pointer()
-        self.presence = await self.leases.acquire_presence(list(self.roles), list(getattr(self.cfg.node, "labels", []) or []))
+            await self.revisions.reactivate_from_store()
+
+    async def _apply_active_revision(self) -> None:
+        await self.revisions.apply_pointer()
+
+    async def _ensure_work_queue(self) -> None:
+        """The inbound work queue exists before a webhook is taken (notify.edge)."""
+        await ensure_work_queue(self.queue)
+
+    async def _take_presence(self) -> None:
+        self.presence = await self.leases.acquire_presence(list(self.roles), list(self.cfg.node.labels))
         self.state.presence_held = self.presence is not None
         self.keeper = LeaseKeeper(self.leases, on_lost=self._on_lease_lost)
         if self.presence is not None:
@@ -258,24 +364,34 @@ class Node(CompanyApplier):
     # -- serving ---------------------------------------------------------------------------
     async def _start_services(self) -> None:
         self.services = build_services(self)
-        for service in self.services:
-            if self.company is not None:
-                await call_hook(service, "on_company", self.company)
+        for service in self.services.started_in_order():
             await service.start()
             log.info("service_started", extra={"service": service.name})
 
+    async def _follow_company(self, company: Company) -> None:
+        """A revision applied: the services that follow the company re-read it."""
+        for follower in (self.services.projection, self.services.seats):
+            if follower is None:
+                continue
+            try:
+                await follower.on_company(company)
+            except Exception:
+                log.exception("service_hook_failed", extra={"service": follower.name, "hook": "on_company"})
+
     def _start_loops(self) -> None:
         self.keeper.start()
-        self._tasks.append(asyncio.create_task(self._revision_loop(), name="revision-poll"))
+        self._tasks.append(asyncio.create_task(self.revisions.keep_up(self._stopping, self.timings.revision_poll_seconds),
+                                               name="revision-poll"))
         if "seats" in self.roles:
-            me = NodeProfile(self.node_id, self.roles, tuple(getattr(self.cfg.node, "labels", []) or ()))
+            me = NodeProfile(self.node_id, self.roles, tuple(self.cfg.node.labels))
             self.placement = SeatPlacement(self.leases, me, self._agent_seats, self._seat_acquired, self._seat_released)
             self._tasks.append(asyncio.create_task(self._sweep_loop(), name="seat-sweep"))
         self.watchdog = Watchdog(self.ttl, self._on_stall)
         self.watchdog.start()
 
     def _agent_seats(self) -> list:
-        return self.company.agent_seats() if self.company else []
+        company = self.company
+        return company.agent_seats() if company else []
 
     async def _sweep_loop(self) -> None:
         while not self.stopping:
@@ -291,24 +407,26 @@ class Node(CompanyApplier):
         self.keeper.add(lease)
         self.state.seats = tuple(sorted({*self.state.seats, handle}))
         log.info("seat_acquired", extra={"seat": handle, "epoch": lease.epoch})
-        for service in self.services:
-            await call_hook(service, "on_seat_acquired", handle, lease)
+        if self.services.seats is not None:
+            await self.services.seats.on_seat_acquired(handle, lease)
         await self._record(self._seat_event(AgentSpawned, handle, lease.epoch))
 
     async def _seat_released(self, handle: str, lease: Lease, reason: str) -> None:
         # The seat's host lets go first (what it holds is deferred back to the mailbox), so
         # nothing acts on the seat once the lease is given back.
-        for service in self.services:
-            await call_hook(service, "on_seat_released", handle, lease, reason)
+        if self.services.seats is not None:
+            await self.services.seats.on_seat_released(handle, lease, reason)
         self.keeper.discard(lease)
         self.state.seats = tuple(h for h in self.state.seats if h != handle)
         log.info("seat_released", extra={"seat": handle, "reason": reason})
         await self._record(self._seat_event(AgentTerminated, handle, lease.epoch, reason))
 
-    def _seat_event(self, cls, handle: str, epoch: int, reason: str = ""):
-        seat = self.company.seat_by_handle(handle) if self.company else None
-        agent_id = str(self.company.agent_id_for(handle)) if self.company else ""
-        return cls(agent_id=agent_id, agent_handle=handle, agent_role=getattr(seat, "role", "") or "", epoch=epoch, reason=reason)
+    def _seat_event(self, cls, handle: str, epoch: int, reason: str = "") -> EventData:
+        company = self.company
+        seat = company.seat_by_handle(handle) if company else None
+        agent_id = str(company.agent_id_for(handle)) if company else ""
+        return cls(agent_id=agent_id, agent_handle=handle, agent_role=(seat.role if seat else "") or "", epoch=epoch,
+                   reason=reason)
 
     async def _on_lease_lost(self, lease: Lease) -> None:
         if self.presence is not None and lease is self.presence:
@@ -319,26 +437,21 @@ class Node(CompanyApplier):
             await self.placement.lost(lease)
 
     def _on_stall(self, silent: float) -> None:
-        import os
-
         self._print_fatal(f"the event loop stalled for {silent:.0f} s (a lease TTL); exiting so a peer can take its seats")
         os._exit(EXIT_WATCHDOG)
 
     # -- events ----------------------------------------------------------------------------
-    def _event(self, data) -> Event:
-        return new(data, trace_of(), source="engine")
-
-    async def _record(self, data) -> None:
-        """Publish an event about the engine on `crewlet.events.{type}`; never fails the caller."""
-        await self._publish_event(self._event(data))
-
-    async def _publish_event(self, event: Event) -> None:
-        if self.queue is None:
-            return
+    async def _record(self, data: EventData) -> Event | None:
+        """Publish an event about the engine on `crewlet.events.{type}`; never fails the caller.
+        The event, or None when there is no queue to publish it on."""
+        if self._queue is None:
+            return None
+        event = new(data, trace_of(), source="engine")
         try:
-            await self.queue.publish(topics.event_subject(event.type), event)
+            await self._queue.publish(topics.event_subject(event.type), event)
         except Exception as exc:
             log.warning("event_publish_failed", extra={"type": event.type, "error": str(exc)})
+        return event
 
     # -- draining --------------------------------------------------------------------------
     async def _teardown(self, boot_failed: bool = False) -> None:
@@ -353,11 +466,9 @@ class Node(CompanyApplier):
         for task in self._tasks:
             with contextlib.suppress(BaseException):
                 await asyncio.wait_for(task, bound)
-        if self._nudge_sub is not None:
-            await _bounded(self._nudge_sub.close(), bound, "config_nudge_close")
         # Services finish what they run (running turns complete unless the drain is cut: the
         # seed gives the drain no bound of its own), then leases are given back.
-        for service in reversed(self.services):
+        for service in reversed(self.services.started_in_order()):
             if self._cut:
                 await _bounded(service.stop(True), bound, f"{service.name}_stop")
             else:
@@ -370,29 +481,28 @@ class Node(CompanyApplier):
         if not self._cut:
             if self.placement is not None:
                 await _bounded(self.placement.release_all("node draining"), bound, "seat_release")
-            if self.presence is not None and self.leases is not None:
-                await _bounded(self.leases.release(self.presence), bound, "presence_release")
-            if not boot_failed and self.queue is not None:
-                await _bounded(self._record(OrgStopped(company=self.company.name if self.company else "",
+            if self.presence is not None and self._leases is not None:
+                await _bounded(self._leases.release(self.presence), bound, "presence_release")
+            if not boot_failed and self._queue is not None:
+                company = self.company
+                await _bounded(self._record(OrgStopped(company=company.name if company else "",
                                                        reason=self._stop_reason or "stopped")), bound, "org_stopped")
-        if self.coord is not None:
-            await _bounded(self.coord.close(), bound, "coord_close")
-        if self.queue is not None:
-            await _bounded(self.queue.close(), bound, "queue_close")
+        if self._coord is not None:
+            await _bounded(self._coord.close(), bound, "coord_close")
+        if self._queue is not None:
+            await _bounded(self._queue.close(), bound, "queue_close")
         if self.broker is not None:
-            await _bounded(self.broker.stop(), getattr(self.broker, "stop_timeout_seconds", 60) + 5, "broker_stop")
+            await _bounded(self.broker.stop(), self.broker.stop_timeout_seconds + 5, "broker_stop")
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close, STEP_SECONDS)
         self.state.broker_link = "down"
         log.info("node_stopped", extra={"exit_code": self._exit_code})
 
 
-def queue_tuning(env: dict | None) -> Tuning:
+def queue_tuning(env: Mapping[str, str] | None) -> Tuning:
     """The queue contract's timings. A process test may shorten the ack window -- the backstop
     that returns a killed node's in-flight mail -- through CREWLET_QUEUE_ACK_WAIT_SECONDS; a
     node in production keeps the seed's 30 minutes."""
-    import os
-
     raw = (env if env is not None else os.environ).get(ACK_WAIT_ENV)
     try:
         return Tuning(ack_wait_seconds=float(raw)) if raw else Tuning()
@@ -401,11 +511,11 @@ def queue_tuning(env: dict | None) -> Tuning:
         return Tuning()
 
 
-async def _bounded(awaitable, seconds: float, what: str) -> None:
+async def _bounded(awaitable: Awaitable[Any], seconds: float, what: str) -> None:
     """Await a teardown step for at most `seconds`; a step that fails or overruns is logged."""
     try:
         await asyncio.wait_for(awaitable, seconds)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         log.warning("drain_step_overran", extra={"step": what, "seconds": seconds})
     except Exception as exc:
         log.warning("drain_step_failed", extra={"step": what, "error": str(exc)})

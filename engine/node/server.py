@@ -22,7 +22,7 @@ from typing import Awaitable, Callable
 
 import uvicorn
 
-log = logging.getLogger("engine.server")
+log = logging.getLogger("engine.node.server")
 
 # What an open connection (a dashboard socket, a slow response) gets to finish once the node
 # has stopped, before it is cut.
@@ -104,7 +104,7 @@ def _config(app) -> uvicorn.Config:
         http="httptools",
         ws="websockets-sansio",
         lifespan="off",          # the node's own boot is the lifespan
-        log_config=None,         # engine.logconfig owns logging
+        log_config=None,         # engine.node.logconfig owns logging
         access_log=False,        # a line per request is not an operator's log
         server_header=False,
         proxy_headers=False,     # scope["client"] is the peer; nothing is trusted from headers

@@ -1,23 +1,32 @@
 """What a node runs beside its own loops, by role (seed 002, "Running the Engine + API":
 `seats` runs the agents, `ingress` serves webhooks and the dashboard, `workers` runs the
-singleton duties).
+singleton duties; every node publishes its budget meters).
 
-Each app contributes one service class implementing `NodeService`; the node builds the ones
-its roles ask for and tells them about the company and its seats. The node wires; the apps
-implement (DESIGN.md: `seats`, `notify`, `dashboard` <- `engine`).
+`Services` names each service the node may run, typed, so the node calls the one it means --
+a new revision goes to the projection and the seat hosts, a seat's placement to the seat
+hosts -- and starts them in order and stops them in reverse. Each is built with the node
+itself, which it sees through its app's own Protocol of the node (DESIGN.md).
 """
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import Any, Protocol, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
-log = logging.getLogger("engine.services")
+from dashboard.projection import LiveProjection
+from notify.service import NotificationService
+from seats.duties import MaintenanceDuty
+from seats.meters import BudgetMetersPublisher
+from seats.runtime import SeatRuntime
+
+if TYPE_CHECKING:
+    from engine.node.process import Node
+
+log = logging.getLogger("engine.node.services")
 
 
-@runtime_checkable
 class NodeService(Protocol):
-    """A part of the node with a life of its own. Every hook is optional except start/stop."""
+    """A part of the node with a life of its own."""
 
     name: str
 
@@ -29,38 +38,29 @@ class NodeService(Protocol):
         broker or its connection is gone), so give up at once instead of finishing."""
 
 
-# (module, class, roles that run it). A module that does not exist yet is skipped quietly.
-SERVICES: tuple[tuple[str, str, frozenset[str]], ...] = (
-    ("dashboard.projection", "LiveProjection", frozenset({"ingress"})),
-    ("notify.service", "NotificationService", frozenset({"ingress", "workers"})),
-    ("seats.runtime", "SeatRuntime", frozenset({"seats"})),
-    ("seats.duties", "MaintenanceDuty", frozenset({"workers"})),
-    ("seats.meters", "BudgetMetersPublisher", frozenset({"data", "seats", "ingress", "workers"})),  # every node
-)
+@dataclass
+class Services:
+    """The services one node runs; None where its roles run no such service."""
+
+    projection: LiveProjection | None = None
+    notifications: NotificationService | None = None
+    seats: SeatRuntime | None = None
+    maintenance: MaintenanceDuty | None = None
+    meters: BudgetMetersPublisher | None = None
+
+    def started_in_order(self) -> list[NodeService]:
+        """Every service this node runs, in the order they start (the drain stops them in reverse)."""
+        return [s for s in (self.projection, self.notifications, self.seats, self.maintenance, self.meters)
+                if s is not None]
 
 
-def build_services(node: Any) -> list[NodeService]:
-    """The services this node's roles ask for, each built with the node."""
-    out = []
-    for module_name, class_name, roles in SERVICES:
-        if not roles & set(node.roles):
-            continue
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name == module_name:
-                continue
-            raise
-        out.append(getattr(module, class_name)(node))
-    return out
-
-
-async def call_hook(service: Any, hook: str, *args: Any) -> None:
-    """Call an optional hook; a hook that fails is logged and never stops the node."""
-    fn = getattr(service, hook, None)
-    if fn is None:
-        return
-    try:
-        await fn(*args)
-    except Exception:
-        log.exception("service_hook_failed", extra={"service": getattr(service, "name", type(service).__name__), "hook": hook})
+def build_services(node: "Node") -> Services:
+    """The services `node.roles` ask for, each built with the node."""
+    roles = set(node.roles)
+    return Services(
+        projection=LiveProjection(node) if "ingress" in roles else None,
+        notifications=NotificationService(node) if roles & {"ingress", "workers"} else None,
+        seats=SeatRuntime(node) if "seats" in roles else None,
+        maintenance=MaintenanceDuty(node) if "workers" in roles else None,
+        meters=BudgetMetersPublisher(node, tick_seconds=node.timings.budget_meters_seconds),  # every node
+    )

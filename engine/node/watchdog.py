@@ -13,7 +13,7 @@ import threading
 import time
 from typing import Callable
 
-log = logging.getLogger("engine.watchdog")
+log = logging.getLogger("engine.node.watchdog")
 
 EXIT_WATCHDOG = 75
 

@@ -19,15 +19,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, runtime_checkable
 
+from notify.errors import NotifyError
+
 MAX_BODY_BYTES = 8 * 1024 * 1024  # seed 002: the largest message the engine sends
 
 
-class SourceError(Exception):
+class SourceError(NotifyError):
     """Base error of a source; `detail` is what an HTTP answer or a skip row says."""
-
-    def __init__(self, detail: str) -> None:
-        self.detail = detail
-        super().__init__(detail)
 
 
 class SignatureError(SourceError):

@@ -6,8 +6,8 @@ import pytest
 
 from engine import revisions
 from engine.config import parse_company
-from engine.keyring import Keyring
-from engine.coord.contract import RevisionMismatch, Unavailable
+from engine.config.keyring import Keyring
+from engine.coord.contract import Unavailable
 from engine.coord.dedupe import Dedupe
 from engine.coord.ledger import LEDGER_HORIZON_SECONDS, CompletionLedger
 from tests.queue.waiting import eventually

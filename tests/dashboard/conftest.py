@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import uuid
 from datetime import datetime, timezone
-from types import SimpleNamespace
+from dataclasses import dataclass
+from typing import Any
 
 import pytest
 
 from engine.config import parse_company
-from engine.probes import NodeState
+from engine.coord.leases import LeaseManager
+from engine.coord.local import LocalCoord
 from engine.queue import topics
 from events.envelope import Event, format_timestamp
 from events.tracing import new_span_id, new_trace_id
@@ -43,24 +45,44 @@ def make_event(event_type: str, company=None, seat: str | None = None, *, at: da
     return Event.from_wire(wire)
 
 
-class TwinNode(SimpleNamespace):
-    """What the projection reads of a node, on the memory twin: queue, company, state."""
+@dataclass
+class TwinNode:
+    """A `dashboard.node.DashboardNode` on the memory twins (the engine's Node is one in a process)."""
+
+    queue: Any
+    company: Any
+    coord: Any = None
+    node_id: str = "node-1"
+    revision: int | None = 1
+    writer: Any = None
+    projection: Any = None
+    seat_runtime: Any = None
+    stopping: bool = False
+    max_concurrent: int = 8
+    sweep_seconds: float = 5.0
+    env: Any = None
+
+    def __post_init__(self) -> None:
+        from seats.budgets import Budgets
+        from seats.pauses import PauseBook
+
+        self.coord = self.coord or LocalCoord()
+        self.leases = LeaseManager(self.coord, self.node_id, ttl=30)
+        self.pauses = PauseBook(self.coord)
+        self.budgets = Budgets(self.coord)
 
 
 @pytest.fixture
 async def twin(company):
-    """A node-shaped object on a MemoryBroker client, and a started LiveProjection on it."""
+    """A DashboardNode on a MemoryBroker client, and a started LiveProjection on it."""
     from dashboard.projection import LiveProjection
     from engine.queue.memory import MemoryBroker
 
     broker = MemoryBroker()
     queue = broker.client("node-1")
-    state = NodeState(node_id="node-1", roles=("ingress",))
-    state.revision = 1
-    node = TwinNode(node_id="node-1", queue=queue, company=company, state=state, leases=None, writer=None, services=[])
+    node = TwinNode(queue=queue, company=company)
     projection = LiveProjection(node)
     await projection.start()
-    node.services.append(projection)
     node.projection = projection
 
     async def publish(event: Event) -> Event:

@@ -12,12 +12,11 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 
-from engine import runtime
 from engine.config import parse_company
-from engine.coord.local import LocalCoord
 from engine.revisions import store_revision
 from events.store import write_events
 from tests.dashboard.conftest import make_event
+from tests.handover import NodeClient
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.django_db(transaction=True)]
 
@@ -35,22 +34,16 @@ integrations:
 
 @pytest.fixture
 async def node(twin):
-    """The twin as this process's running node (the views and the seats routes reach it so)."""
-    twin.coord = LocalCoord()
-    twin.stopping = False
+    """The twin as the node the views are handed (as the node's ASGI layer hands it)."""
     twin.env = {}
-    runtime.set_node(twin)
-    try:
-        yield twin
-    finally:
-        runtime.clear_node(twin)
+    return twin
 
 
-async def signed_in(staff: bool, **client_kwargs) -> AsyncClient:
+async def signed_in(staff: bool, node=None, **client_kwargs) -> AsyncClient:
     make = get_user_model().objects.create_superuser if staff else get_user_model().objects.create_user
     name = "root" if staff else "viewer"
     user = await sync_to_async(make)(name, password="a-long-password-1", **({"email": "root@example.com"} if staff else {}))
-    client = AsyncClient(**client_kwargs)
+    client = NodeClient(node, **client_kwargs)
     await client.aforce_login(user)
     return client
 
@@ -116,7 +109,7 @@ async def test_the_revision_admin_redacts_and_activates_through_the_running_node
         return Activation(7, parsed.digest(), text, who, "", "")
 
     node.activate_document = activate_document
-    client = await signed_in(True)
+    client = await signed_in(True, node)
     change = (await client.get(f"/admin/engine/companyrevision/{row.pk}/change/")).content.decode()
     assert "[redacted]" in change and "literally-the-secret" not in change
     response = await client.post("/admin/engine/companyrevision/", {"action": "activate_revision", "_selected_action": [row.pk]})
@@ -125,13 +118,13 @@ async def test_the_revision_admin_redacts_and_activates_through_the_running_node
 
 
 async def test_the_seat_page_shows_the_seat_and_a_staff_user_pauses_and_resumes_it(node):
-    viewer = await signed_in(False)
+    viewer = await signed_in(False, node)
     page = await viewer.get("/dashboard/seats/alice/")
     assert page.status_code == 200 and b'data-handle="alice"' in page.content
     assert b'data-action="pause"' not in page.content  # no buttons for a non-staff user
     assert (await viewer.post("/dashboard/seats/alice/pause", {"reason": "x"})).status_code == 403
 
-    staff = await signed_in(True, enforce_csrf_checks=True)
+    staff = await signed_in(True, node, enforce_csrf_checks=True)
     page = await staff.get("/dashboard/seats/alice/")
     assert b'data-action="pause"' in page.content
     assert (await staff.post("/dashboard/seats/alice/pause", {"reason": "no token"})).status_code == 403  # CSRF
@@ -151,6 +144,6 @@ async def test_the_admin_shows_which_seats_are_paused_from_the_coordination_stor
     from seats.pauses import PauseBook
 
     await PauseBook(node.coord).pause("bob", reason="too chatty", stop_running=False, paused_by="user:root")
-    client = await signed_in(True)
+    client = await signed_in(True, node)
     body = (await client.get("/admin/seats/pauses/")).content.decode()
     assert "bob" in body and "too chatty" in body

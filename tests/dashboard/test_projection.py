@@ -12,7 +12,6 @@ from dashboard.outbox import Outbox
 from dashboard.projection import LiveProjection
 from engine.coord.leases import LeaseManager, seat_key
 from engine.coord.local import LocalCoord
-from engine.probes import NodeState
 from engine.queue.memory import MemoryBroker
 from events.store import write_events
 from seats.pauses import PauseBook
@@ -25,10 +24,9 @@ def now() -> datetime:
     return datetime.now(timezone.utc)
 
 
-async def projection_on(company, *, coord=None, leases=None, feed_size: int = 300, stream_buffer: int = 8192):
+async def projection_on(company, *, coord=None, feed_size: int = 300, stream_buffer: int = 8192):
     queue = MemoryBroker().client("node-1")
-    node = TwinNode(node_id="node-1", queue=queue, company=company, state=NodeState("node-1", ("ingress",)),
-                    leases=leases, writer=None, coord=coord, services=[])
+    node = TwinNode(queue=queue, company=company, coord=coord)
     projection = LiveProjection(node, feed_size=feed_size, stream_buffer=stream_buffer)
     await projection.start()
     return projection, queue
@@ -98,11 +96,10 @@ async def test_pauses_and_holders_come_from_the_fleet_records(company):
     coord = LocalCoord()
     book = PauseBook(coord)
     await book.pause("bob", reason="budget review", stop_running=False, paused_by="token:founder")
-    leases = LeaseManager(coord, "node-1", 45)
-    await leases.provision()
+    await LeaseManager(coord, "node-1", 45).provision()
     peer = LeaseManager(coord, "node-2", 45)
     await peer.acquire(seat_key("alice"))
-    projection, queue = await projection_on(company, coord=coord, leases=leases)
+    projection, queue = await projection_on(company, coord=coord)
     try:
         alice, bob = projection.seat_row("alice"), projection.seat_row("bob")
         assert alice["holder"] == "node-2" and alice["state"] == "idle"
@@ -170,7 +167,6 @@ async def test_a_new_revision_adds_and_removes_seats(twin, company):
 async def test_a_seat_reads_stopped_budget_from_the_windows_get_budgets_reports(company):
     """No node need publish budget_meters: the projection reads the refusing window itself,
     through the function GET /budgets calls."""
-    from engine import runtime
     from engine.config import parse_company
     from seats.budgets import Budgets
 
@@ -179,16 +175,13 @@ async def test_a_seat_reads_stopped_budget_from_the_windows_get_budgets_reports(
         "    - {handle: bob, kind: agent}\n")
     coord = LocalCoord()
     projection, queue = await projection_on(capped, coord=coord)
-    projection.node.stopping = False
-    runtime.set_node(projection.node)
     try:
         await Budgets(coord).charge(capped, capped.seat_by_handle("alice"), 150)
-        await projection._refresh_budgets()
+        await projection._read_budgets()
         alice, bob = projection.seat_row("alice"), projection.seat_row("bob")
         assert alice["state"] == "stopped" and alice["stopped"]["reason"] == "budget"
         assert alice["stopped"]["period"] == "day" and alice["stopped"]["ceiling"] == 100
         assert bob["stopped"] is None
     finally:
-        runtime.clear_node(projection.node)
         await projection.stop(False)
         await queue.close()

@@ -18,10 +18,12 @@ from django.contrib.auth import get_user_model
 from django.test import AsyncClient
 from django.urls import path
 
-from dashboard import consumers, queries
+from dashboard import consumers, reads
+from engine.node.surface import HandOver
 from dashboard.routing import websocket_urlpatterns
 from events.store import write_events
 from tests.dashboard.conftest import make_event
+from tests.handover import NodeClient
 from tests.settings import ADMIN_TOKEN, READ_TOKEN
 
 pytestmark = pytest.mark.timeout(60)
@@ -30,8 +32,9 @@ APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
 T0 = datetime(2025, 6, 1, 9, 0, tzinfo=timezone.utc)
 
 
-async def connect(path: str = "/ws/stream", *, subprotocols=None, headers=None, app=APP):
-    communicator = WebsocketCommunicator(app, path, subprotocols=subprotocols, headers=headers or [])
+async def connect(node, path: str = "/ws/stream", *, subprotocols=None, headers=None, app=APP):
+    """A socket to `app`, handed `node` as the node's ASGI layer hands it."""
+    communicator = WebsocketCommunicator(HandOver(app, node), path, subprotocols=subprotocols, headers=headers or [])
     connected, detail = await communicator.connect(timeout=10)
     return communicator, connected, detail
 
@@ -55,20 +58,20 @@ async def frame_of(communicator, kind: str, timeout: float = 10) -> dict:
 
 # -- who may connect --------------------------------------------------------------------------
 async def test_a_socket_without_credentials_is_refused(twin):
-    communicator, connected, _ = await connect()
+    communicator, connected, _ = await connect(twin)
     assert not connected
     await communicator.disconnect()
 
 
 async def test_an_unknown_token_is_refused_in_either_place(twin):
     for kwargs in ({"subprotocols": ["crewlet.bearer", "not-a-token"]}, {"path": "/ws/stream?token=not-a-token"}):
-        communicator, connected, _ = await connect(**kwargs)
+        communicator, connected, _ = await connect(twin, **kwargs)
         assert not connected, kwargs
         await communicator.disconnect()
 
 
 async def test_a_read_token_connects_as_a_subprotocol_without_being_echoed(twin):
-    communicator, connected, protocol = await connect(subprotocols=[consumers.BEARER_PROTOCOL, READ_TOKEN])
+    communicator, connected, protocol = await connect(twin, subprotocols=[consumers.BEARER_PROTOCOL, READ_TOKEN])
     assert connected
     assert protocol == consumers.BEARER_PROTOCOL  # the token itself is never sent back
     assert (await frame(communicator))["type"] == "snapshot"
@@ -76,7 +79,7 @@ async def test_a_read_token_connects_as_a_subprotocol_without_being_echoed(twin)
 
 
 async def test_a_script_connects_with_a_token_query_parameter(twin):
-    communicator, connected, _ = await connect(f"/ws/stream?token={ADMIN_TOKEN}")
+    communicator, connected, _ = await connect(twin, f"/ws/stream?token={ADMIN_TOKEN}")
     assert connected
     assert (await frame(communicator))["type"] == "snapshot"
     await communicator.disconnect()
@@ -89,20 +92,20 @@ async def test_a_signed_in_session_connects_from_its_own_site_only(twin):
     await sync_to_async(client.force_login)(user)
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()
     same = [(b"cookie", cookie), (b"host", b"crewlet.example"), (b"origin", b"https://crewlet.example")]
-    communicator, connected, _ = await connect(headers=same)
+    communicator, connected, _ = await connect(twin, headers=same)
     assert connected
     assert (await frame(communicator))["type"] == "snapshot"
     await communicator.disconnect()
     # Another site's page riding the operator's cookie is refused.
     elsewhere = [(b"cookie", cookie), (b"host", b"crewlet.example"), (b"origin", b"https://evil.example")]
-    communicator, connected, _ = await connect(headers=elsewhere)
+    communicator, connected, _ = await connect(twin, headers=elsewhere)
     assert not connected
     await communicator.disconnect()
 
 
 # -- snapshot, then live ----------------------------------------------------------------------
 async def test_the_snapshot_comes_first_then_every_event_as_it_happens(twin, company):
-    communicator, connected, _ = await connect(subprotocols=[consumers.BEARER_PROTOCOL, READ_TOKEN])
+    communicator, connected, _ = await connect(twin, subprotocols=[consumers.BEARER_PROTOCOL, READ_TOKEN])
     assert connected
     snapshot = await frame(communicator)
     assert snapshot["type"] == "snapshot"
@@ -134,7 +137,7 @@ async def test_the_snapshot_comes_first_then_every_event_as_it_happens(twin, com
 
 
 async def test_a_stored_not_fed_event_reaches_the_socket_but_never_the_feed(twin, company):
-    communicator, _, _ = await connect(f"/ws/stream?token={READ_TOKEN}")
+    communicator, _, _ = await connect(twin, f"/ws/stream?token={READ_TOKEN}")
     await frame(communicator)
     await twin.publish(make_event("auxiliary_spend", company, "alice", purpose="relevance", calls=2))
     got = await frame_of(communicator, "event")
@@ -142,17 +145,17 @@ async def test_a_stored_not_fed_event_reaches_the_socket_but_never_the_feed(twin
     assert all(item["type"] != "auxiliary_spend" for item in twin.projection.feed)
     await communicator.disconnect()
     # The next tab's snapshot agrees.
-    communicator, _, _ = await connect(f"/ws/stream?token={READ_TOKEN}")
+    communicator, _, _ = await connect(twin, f"/ws/stream?token={READ_TOKEN}")
     assert all(item["type"] != "auxiliary_spend" for item in (await frame(communicator))["feed"])
     await communicator.disconnect()
 
 
 async def test_a_socket_that_falls_behind_is_told_how_many_it_missed_and_slows_nobody(twin, company):
     app = AuthMiddlewareStack(URLRouter([path("ws/stream", consumers.StreamConsumer.as_asgi(outbox_size=4))]))
-    slow, connected, _ = await connect(f"/ws/stream?token={READ_TOKEN}", app=app)
+    slow, connected, _ = await connect(twin, f"/ws/stream?token={READ_TOKEN}", app=app)
     assert connected
     await frame(slow)
-    keeping_up, _, _ = await connect(f"/ws/stream?token={READ_TOKEN}")
+    keeping_up, _, _ = await connect(twin, f"/ws/stream?token={READ_TOKEN}")
     await frame(keeping_up)
     burst = [make_event("task_assigned", company, "bob", task=f"task {i}") for i in range(20)]
     # The projection hands all 20 to every socket before either socket's sender runs once.
@@ -177,11 +180,11 @@ async def test_a_socket_that_falls_behind_is_told_how_many_it_missed_and_slows_n
 
 
 async def test_a_closed_socket_is_detached_from_the_projection(twin):
-    communicator, _, _ = await connect(f"/ws/stream?token={READ_TOKEN}")
+    communicator, _, _ = await connect(twin, f"/ws/stream?token={READ_TOKEN}")
     await frame(communicator)
-    assert len(twin.projection.outboxes) == 1
+    assert len(twin.projection.fanout.outboxes) == 1
     await communicator.disconnect()
-    assert not twin.projection.outboxes
+    assert not twin.projection.fanout.outboxes
 
 
 # -- queries ------------------------------------------------------------------------------------
@@ -190,7 +193,7 @@ async def test_at_most_four_queries_run_at_once_and_a_fifth_waits(twin, monkeypa
     gates = [asyncio.Event() for _ in range(6)]
     four_started, fifth_started = asyncio.Event(), asyncio.Event()
 
-    async def slow_answer(name, args, request):
+    async def slow_answer(name, args, node):
         nonlocal running, peak
         index = args["n"]
         running += 1
@@ -206,8 +209,8 @@ async def test_at_most_four_queries_run_at_once_and_a_fifth_waits(twin, monkeypa
             running -= 1
         return {"n": index}
 
-    monkeypatch.setattr(queries, "answer", slow_answer)
-    communicator, _, _ = await connect(f"/ws/stream?token={READ_TOKEN}")
+    monkeypatch.setattr(reads, "answer", slow_answer)
+    communicator, _, _ = await connect(twin, f"/ws/stream?token={READ_TOKEN}")
     await frame(communicator)
     for n in range(6):
         await communicator.send_json_to({"id": n, "query": "events_page", "args": {"n": n}})
@@ -263,11 +266,11 @@ async def test_queries_answer_exactly_what_the_rest_routes_answer(twin, stored):
     trace_id, events = stored
     asked = [*ASKED, ("event", {"event_id": str(events[2].id)}, f"/events/{events[2].id}")]
     # The next page, by the cursor the first page handed out.
-    first = json.loads((await AsyncClient().get("/events?limit=2", headers={"Authorization": f"Bearer {READ_TOKEN}"})).content)
+    first = json.loads((await NodeClient(twin).get("/events?limit=2", headers={"Authorization": f"Bearer {READ_TOKEN}"})).content)
     asked.append(("events_page", {"limit": 2, "cursor": first["next_cursor"]}, f"/events?limit=2&cursor={first['next_cursor']}"))
-    communicator, _, _ = await connect(f"/ws/stream?token={READ_TOKEN}")
+    communicator, _, _ = await connect(twin, f"/ws/stream?token={READ_TOKEN}")
     await frame(communicator)
-    client = AsyncClient()
+    client = NodeClient(twin)
     for n, (name, args, url) in enumerate(asked):
         response = await client.get(url, headers={"Authorization": f"Bearer {READ_TOKEN}"})
         rest = json.loads(response.content)
@@ -285,7 +288,7 @@ async def test_queries_answer_exactly_what_the_rest_routes_answer(twin, stored):
 
 
 async def test_a_query_this_node_does_not_answer_is_refused_by_name(twin):
-    communicator, _, _ = await connect(f"/ws/stream?token={READ_TOKEN}")
+    communicator, _, _ = await connect(twin, f"/ws/stream?token={READ_TOKEN}")
     await frame(communicator)
     await communicator.send_json_to({"id": "x", "query": "seat_pause", "args": {"handle": "alice"}})
     got = await frame(communicator)

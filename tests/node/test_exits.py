@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from engine.watchdog import EXIT_WATCHDOG, Watchdog
+from engine.node.watchdog import EXIT_WATCHDOG, Watchdog
 from tests.node.external import ExternalNats
 from tests.node.harness import eventually, pid_alive
 
@@ -58,7 +58,8 @@ def test_a_config_refusal_exits_2_naming_the_field(nodes, tmp_path):
 
     from tests.node.harness import ROOT, clean_env
 
-    run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean_env())
+    run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(path)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60, env=clean_env())
     assert run.returncode == 2
     assert "secrets.keys" in run.stderr and "Traceback" not in run.stderr
     run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(node.write()), "--roles", "data,chef"],

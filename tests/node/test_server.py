@@ -1,4 +1,4 @@
-"""The node's listener (engine.server) on real sockets: the order its sockets close in and the
+"""The node's listener (engine.node.server) on real sockets: the order its sockets close in and the
 requests they finish on the way (seed 002, "Draining": "Once the drain completes the public
 listener closes first and api.port after it, each waiting up to five seconds for its
 requests, so the probes answer until the very end")."""
@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from engine.server import ListenerError, bind, serve
+from engine.node.server import ListenerError, bind, serve
 from tests.node.harness import eventually
 
 

@@ -1,22 +1,23 @@
 """An in-process node for the notification service: the real queue twin and coordination twin,
-a real keyring and a company parsed from YAML with its secrets from an environment, exactly the
-attributes `notify` reads from the engine's Node (queue, coord, company, keyring, node_id, cfg,
-stopping). The HTTP and end-to-end cases run a real node process instead (tests/node/harness.py)."""
+a real keyring and a company parsed from YAML with its secrets from an environment -- a
+`notify.node.NotifyNode`, as the engine's Node is one. The HTTP and end-to-end cases run a real
+node process instead (tests/node/harness.py)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from engine.config import parse_company
+from engine.coord.dedupe import Dedupe
 from engine.coord.local import LocalCoord
-from engine.keyring import Keyring
+from engine.config.keyring import Keyring
 from engine.queue import topics
 from engine.queue.memory import MemoryBroker
 from events.envelope import Event
 from notify import edge
+from notify.credentials import CredentialCache, Credentials
 from notify.service import NotificationService
 from tests.conftest import KEY_MATERIAL
 from tests.notify.deliveries import ENV, company_yaml
@@ -24,16 +25,24 @@ from tests.notify.deliveries import ENV, company_yaml
 
 @dataclass
 class RoutingNode:
-    """What `notify` reads from the engine's Node, built from the real twins."""
+    """A `notify.node.NotifyNode` built from the real twins."""
 
     queue: Any
     coord: Any
     company: Any
     keyring: Any
     node_id: str = "node-1"
-    cfg: Any = field(default_factory=lambda: SimpleNamespace(api=SimpleNamespace(public=None)))
+    public_port: int | None = None
     stopping: bool = False
     published: list[tuple[str, Event]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.dedupe = Dedupe(self.coord, node_id=self.node_id)
+        self._credentials = CredentialCache(self.keyring)
+
+    @property
+    def credentials(self) -> Credentials | None:
+        return self._credentials.of(self.company)
 
     def on_publish(self, topic: str, event: Event) -> None:
         self.published.append((topic, event))
@@ -65,7 +74,8 @@ async def make_node(company_text: str | None = None, env: dict | None = None) ->
     queue.add_publish_listener(node.on_publish)
     for seat in company.agent_seats():
         await queue.ensure_subscription(topics.agent_inbox(seat.handle), topics.inbox_group(seat.handle))
-    return node  # the inbound work queue's subscription is the edge's to ensure
+    await edge.ensure_work_queue(queue)  # as the node does while it prepares
+    return node
 
 
 @pytest.fixture

@@ -2,42 +2,10 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import urllib.error
 import urllib.request
 
-from tests.node.harness import READER, ROOT, NodeProcess, clean_env, eventually
-
-# `manage.py crewlet_node` with the ASGI webhook layer (notify.asgi.WebhookEdge) in front of
-# Django, as the one line proposed for crewlet_site/asgi.py mounts it; a no-op once it does.
-MOUNT = """
-import os, sys
-sys.argv = ["manage.py", *sys.argv[1:]]
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crewlet_site.settings")
-os.environ["CREWLET_CONFIG"] = sys.argv[sys.argv.index("--config") + 1]
-import crewlet_site.asgi as site
-from notify.asgi import WebhookEdge
-if not getattr(site.application.application_mapping["http"], "is_webhook_edge", False):
-    site.application.application_mapping["http"] = WebhookEdge(site.application.application_mapping["http"])
-from django.core.management import execute_from_command_line
-execute_from_command_line(sys.argv)
-"""
-
-
-class LayeredNode(NodeProcess):
-    """A node process serving webhooks through the ASGI layer rather than the ninja route."""
-
-    def start(self, *args: str, company: str | None = None, env: dict | None = None, **config) -> "LayeredNode":
-        config_path = self.write(**config)
-        argv = [sys.executable, "-c", MOUNT, "crewlet_node", "--config", str(config_path), *args]
-        if company is not None:
-            (self.home / "company.yaml").write_text(company)
-            argv += ["--company", str(self.home / "company.yaml")]
-        self.log_path = self.home / "node.log"
-        self.proc = subprocess.Popen(argv, cwd=ROOT, env={**clean_env(), **(env or {})},
-                                     stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT)
-        return self
+from tests.node.harness import READER, NodeProcess, eventually
 
 
 def post(node: NodeProcess, path: str, body: bytes, headers: dict | None = None, timeout: float = 10.0):

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from engine import runtime
-from engine.probes import DRAINING, PREPARING, SERVING, NodeState
-from notify.asgi import PublicListener, WebhookEdge
+from engine.node.probes import DRAINING, PREPARING, SERVING, NodeState
+from engine.node.surface import HandOver, PublicListener
+from notify.asgi import WebhookEdge, not_found
 from tests.notify import deliveries as d
 
 pytestmark = pytest.mark.timeout(30)
@@ -47,13 +47,11 @@ async def django(scope, receive, send):
 
 @pytest.fixture
 def running(node):
-    runtime.set_node(node)
-    yield node
-    runtime.clear_node(node)
+    return node
 
 
 async def test_the_layer_takes_webhook_posts_and_hands_every_other_request_on(running):
-    layer = WebhookEdge(django)
+    layer = HandOver(WebhookEdge(django), running)
     body = d.dumps(d.github_comment("@octo-alice hi"))
     status, answer, _ = await call(layer, "/webhooks/github", body, headers=d.github_headers(body), chunks=3)
     assert status == 202 and answer["status"] == "accepted"
@@ -65,14 +63,16 @@ async def test_the_layer_takes_webhook_posts_and_hands_every_other_request_on(ru
 
 async def test_a_body_that_outgrows_8_mib_while_streaming_is_a_413(running):
     body = b"x" * (8 * 1024 * 1024 + 1)
-    status, answer, _ = await call(WebhookEdge(django), "/webhooks/github", body, headers=d.github_headers(body), chunks=4)
+    status, answer, _ = await call(HandOver(WebhookEdge(django), running), "/webhooks/github", body,
+                                   headers=d.github_headers(body), chunks=4)
     assert status == 413 and "8 MiB" in answer["detail"]
 
 
 async def test_the_public_listener_serves_webhooks_behind_the_drain_gate_and_nothing_else(running):
     state = NodeState(node_id="node-1", roles=("data", "ingress"), phase=SERVING)
-    public = PublicListener(WebhookEdge(django), PUBLIC_PORT, state)
-    running.cfg.api.public = type("Public", (), {"port": PUBLIC_PORT})()
+    public = PublicListener(HandOver(WebhookEdge(django), running), PUBLIC_PORT, state,
+                            HandOver(WebhookEdge(not_found), running))
+    running.public_port = PUBLIC_PORT
     body = d.dumps(d.github_comment("@octo-alice hi"))
     status, _, _ = await call(public, "/webhooks/github", body, headers=d.github_headers(body), port=PUBLIC_PORT)
     assert status == 202
@@ -88,10 +88,10 @@ async def test_the_public_listener_serves_webhooks_behind_the_drain_gate_and_not
 
 
 async def test_a_fault_inside_the_edge_is_a_500_naming_nothing_and_the_next_delivery_is_served(running):
-    layer = WebhookEdge(django)
+    layer = HandOver(WebhookEdge(django), running)
     body = d.dumps(d.github_comment("@octo-alice hi"))
-    coord, running.coord = running.coord, None  # the coordination store gone from under the edge
+    dedupe, running.dedupe = running.dedupe, None  # the dedupe slots gone from under the edge
     status, answer, _ = await call(layer, "/webhooks/github", body, headers=d.github_headers(body))
     assert (status, answer) == (500, {"detail": "internal error; the node logged it"})
-    running.coord = coord
+    running.dedupe = dedupe
     assert (await call(layer, "/webhooks/github", body, headers=d.github_headers(body)))[0] == 202

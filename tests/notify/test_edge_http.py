@@ -14,17 +14,15 @@ import pytest
 
 from tests.node.harness import ADMIN, NodeProcess, eventually, free_port, node_config
 from tests.notify import deliveries as d
-from tests.notify.http import LayeredNode, post, rows, trace_rows, wait_rows
+from tests.notify.http import post, rows, trace_rows, wait_rows
 
 pytestmark = pytest.mark.timeout(120)
 
 
-@pytest.fixture(scope="module", params=["ninja route", "asgi layer"])
-def hub(request, tmp_path_factory):
-    """One node with all five integrations, secrets from the process environment; its webhooks
-    served through the ninja route, then through the ASGI layer: the answers are the same."""
-    kind = NodeProcess if request.param == "ninja route" else LayeredNode
-    node = kind(home=tmp_path_factory.mktemp("edge") / "node-1")
+@pytest.fixture(scope="module")
+def hub(tmp_path_factory):
+    """One node with all five integrations, secrets from the process environment."""
+    node = NodeProcess(home=tmp_path_factory.mktemp("edge") / "node-1")
     node.start(company=d.company_yaml(), env=d.ENV)
     try:
         node.wait_ready()

@@ -106,12 +106,12 @@ async def test_dead_letters_of_distinct_pairs_never_alias(queue):
         await queue.publish(topic, probe(f"poison-{group}"))
         await queue.subscribe(topic, group, Recorder(lambda d: Outcome.DEFER if d.last else Outcome.NAK))
     for topic, group in (pair_one, pair_two):
-        await eventually(lambda: _pending(queue, 0, topic, group), timeout=45)
+        await eventually(lambda topic=topic, group=group: _pending(queue, 0, topic, group), timeout=45)
         await queue.ensure_subscription(topics.dlq_subject(topic, group), "operator")
         inspector = Recorder()
         await queue.subscribe(topics.dlq_subject(topic, group), "operator", inspector)
-        await eventually(lambda: inspector.deliveries)
-        await throughout(lambda: len(inspector.deliveries) == 1, window=0.3)
+        await eventually(lambda inspector=inspector: inspector.deliveries)
+        await throughout(lambda inspector=inspector: len(inspector.deliveries) == 1, window=0.3)
         assert inspector.labels == [f"poison-{group}"]
 
 

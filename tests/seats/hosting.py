@@ -1,23 +1,25 @@
-"""What the seat-host tests share: both queue backends, a node-shaped object carrying the queue,
-the coordination twin and the company, a turn engine whose every turn the test scripts, and a
-record of the events the host published. Fixtures are imported by the test modules."""
+"""What the seat-host tests share: both queue backends, a `seats.node.SeatsNode` carrying the
+queue, the coordination twin and the company, a turn engine whose every turn the test scripts,
+and a record of the events the host published. Fixtures are imported by the test modules."""
 from __future__ import annotations
 
 import asyncio
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from types import SimpleNamespace
 from typing import Any, Callable
 
 import pytest
 import yaml
 
 from engine.config.company import Company, parse_company
+from engine.coord.leases import LeaseManager
 from engine.coord.local import LocalCoord
 from engine.queue import topics
 from events.envelope import Event, new
 from events.tracing import trace_of
 from events.types.notification import ExternalNotification
+from seats.budgets import Budgets
+from seats.pauses import PauseBook
 from seats.runtime import SeatRuntime
 from seats.turn import TurnResult
 from tests.queue.conftest import backend  # noqa: F401  (the queue suite's fixture: both backends)
@@ -54,19 +56,22 @@ def labels(events: list[Event]) -> list[str]:
 
 @dataclass
 class FakeNode:
-    """The parts of engine.node.Node a seat runtime reads."""
+    """A `seats.node.SeatsNode` over the twins (the engine's Node is one in a process)."""
 
     queue: Any
     coord: Any
     company: Company | None
     node_id: str = "node-a"
     max_concurrent: int = 8
+    sweep_seconds: float = 0.2
+    stopping: bool = False
+    seat_runtime: Any = None
     leases: Any = None
-    services: list = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.cfg = SimpleNamespace(node=SimpleNamespace(max_concurrent=self.max_concurrent))
-        self.timings = SimpleNamespace(sweep_seconds=0.2)
+        self.leases = self.leases or LeaseManager(self.coord, self.node_id, ttl=30)
+        self.pauses = PauseBook(self.coord)
+        self.budgets = Budgets(self.coord)
 
     async def ensure_mailboxes(self) -> None:
         for seat in self.company.agent_seats():
@@ -74,11 +79,11 @@ class FakeNode:
             await self.queue.ensure_subscription(topics.agent_control(seat.handle), topics.control_group(seat.handle))
 
     async def apply(self, company: Company) -> None:
-        """What the node does with a new revision: mailboxes first, then every service."""
+        """What the node does with a new revision: mailboxes first, then the seat hosts."""
         self.company = company
         await self.ensure_mailboxes()
-        for service in self.services:
-            await service.on_company(company)
+        if self.seat_runtime is not None:
+            await self.seat_runtime.on_company(company)
 
 
 class ScriptedTurns:
@@ -176,7 +181,7 @@ async def make_rig(backend, *, node_id: str = "node-a", the_company: Company | N
     await node.ensure_mailboxes()
     turns = turns or ScriptedTurns(decide)
     runtime = SeatRuntime(node, turns=turns, poll_seconds=0.2)
-    node.services.append(runtime)
+    node.seat_runtime = runtime
     published = Published(queue)
     await runtime.start()
     return Rig(backend, node, runtime, turns, published)

@@ -10,7 +10,7 @@ import pytest
 from engine.coord.ledger import CompletionLedger
 from seats import host as host_module
 from seats.host import SKIP_WORKED
-from seats.merge import CoalesceError
+from notify.coalesce import CoalesceError
 from tests.queue.waiting import eventually, throughout
 from tests.seats.hosting import backend, labels, mail, make_rig, rig  # noqa: F401  (fixtures)
 
@@ -88,7 +88,7 @@ async def test_an_unmergeable_partition_degrades_to_one_turn_per_event(rig, monk
     def refuse(events):
         raise CoalesceError("a malformed constituent")
 
-    monkeypatch.setattr(host_module, "merge_partition", refuse)
+    monkeypatch.setattr(host_module, "coalesce", refuse)
     await rig.publish(*(mail(f"m{i}", key="slack:C3:1", at=i) for i in range(3)))
     await rig.runtime.on_seat_acquired("alice", None)
     await eventually(lambda: len(rig.turns.outcomes) == 3, message="three turns")

@@ -4,18 +4,16 @@ queue backends with the coordination twin; the tick is a setting, so a test runs
 milliseconds."""
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import pytest
 import yaml
 
 from engine.config.company import parse_company
 from engine.coord.local import LocalCoord
-from engine.services import build_services
-from seats.budgets import Budgets
+from engine.node.process import NodeTimings
+from engine.node.services import build_services
 from seats.meters import TICK_SECONDS, BudgetMetersPublisher
 from tests.queue.waiting import eventually, throughout
-from tests.seats.hosting import Published, backend  # noqa: F401  (fixture)
+from tests.seats.hosting import FakeNode, Published, backend  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -43,10 +41,9 @@ async def test_a_tick_reports_every_capped_window_with_its_state_and_no_uncapped
     queue = await backend.client("node-a")
     published = Published(queue)
     company = capped()
-    node = SimpleNamespace(queue=queue, coord=LocalCoord(), company=company, node_id="node-a", services=[])
-    budgets = Budgets(node.coord)
-    await budgets.charge(company, company.seat_by_handle("alice"), 40)
-    publisher = BudgetMetersPublisher(node, budgets=budgets, tick_seconds=0.05)
+    node = FakeNode(queue=queue, coord=LocalCoord(), company=company)
+    await node.budgets.charge(company, company.seat_by_handle("alice"), 40)
+    publisher = BudgetMetersPublisher(node, tick_seconds=0.05)
     await publisher.start()
     try:
         await eventually(lambda: len(meters(published)) >= 2, message="two ticks")
@@ -65,8 +62,7 @@ async def test_a_tick_reports_every_capped_window_with_its_state_and_no_uncapped
 async def test_a_company_that_caps_nothing_publishes_no_meters(backend):  # noqa: F811
     queue = await backend.client("node-a")
     published = Published(queue)
-    node = SimpleNamespace(queue=queue, coord=LocalCoord(), company=capped(alice_day=None, company_month=None),
-                           node_id="node-a", services=[])
+    node = FakeNode(queue=queue, coord=LocalCoord(), company=capped(alice_day=None, company_month=None))
     publisher = BudgetMetersPublisher(node, tick_seconds=0.05)
     await publisher.start()
     try:
@@ -80,29 +76,27 @@ async def test_a_window_that_first_refuses_is_reported_at_once_and_again_only_af
     published = Published(queue)
     company = capped()
     alice = company.seat_by_handle("alice")
-    # A seat runtime's counters: the publisher hears the refusals of the budgets the hosts charge.
-    runtime = SimpleNamespace(budgets=Budgets(LocalCoord()))
-    node = SimpleNamespace(queue=queue, coord=runtime.budgets.coord, company=company, node_id="node-a",
-                           services=[runtime])
+    # The node's counters: the publisher hears the refusals of the budgets the seat hosts charge.
+    node = FakeNode(queue=queue, coord=LocalCoord(), company=company)
     publisher = BudgetMetersPublisher(node)  # the seed's 15 s tick: only refusals report after the first
     assert publisher.tick_seconds == TICK_SECONDS
     await publisher.start()
     try:
         await eventually(lambda: len(meters(published)) == 1, message="the first tick")
-        assert await runtime.budgets.charge(company, alice, 150) is not None  # the round that crossed the ceiling
+        assert await node.budgets.charge(company, alice, 150) is not None  # the round that crossed the ceiling
         await eventually(lambda: len(meters(published)) == 2, message="the refusal's report")
         report = meters(published)[-1]
         assert report.get("reason") == "refusal"
         assert window(report, "seat", "day", "alice")["state"] == "refusing"
         # The same window refusing again is not a first: no report until the tick.
-        assert await runtime.budgets.check(company, alice) is not None
+        assert await node.budgets.check(company, alice) is not None
         await throughout(lambda: len(meters(published)) == 2, window=0.3, message="no second refusal report")
         # A revision raises the ceiling: the next report finds the window open, so when a lower
         # ceiling makes it refuse again, that refusal is reported at once.
         node.company = capped(alice_day=10_000)
         await publisher.publish("tick")
         node.company = company
-        assert await runtime.budgets.check(company, alice) is not None
+        assert await node.budgets.check(company, alice) is not None
         await eventually(lambda: [e.get("reason") for e in meters(published)][-1:] == ["refusal"] and
                          len(meters(published)) == 4, message="the reopened window's refusal reported")
     finally:
@@ -111,7 +105,7 @@ async def test_a_window_that_first_refuses_is_reported_at_once_and_again_only_af
 
 def test_every_role_runs_the_publisher():
     for role in ("data", "seats", "ingress", "workers"):
-        node = SimpleNamespace(roles=(role,), queue=None, coord=LocalCoord(), company=None, node_id="n",
-                               cfg=SimpleNamespace(node=SimpleNamespace(max_concurrent=1)), timings=None, services=[])
-        names = [type(s).__name__ for s in build_services(node)]
+        node = FakeNode(queue=None, coord=LocalCoord(), company=None, node_id="n")
+        node.roles, node.timings = (role,), NodeTimings()
+        names = [type(s).__name__ for s in build_services(node).started_in_order()]
         assert "BudgetMetersPublisher" in names, (role, names)

@@ -17,9 +17,8 @@ import sys
 
 from django.core.management.base import BaseCommand
 
-from engine import logconfig
-from engine.node import EXIT_CONFIG, EXIT_FATAL, Node, NodeTimings
-from engine.roles import RoleError, parse_roles
+from engine.node import EXIT_CONFIG, EXIT_FATAL, Node, NodeTimings, logconfig
+from engine.node.roles import RoleError, parse_roles
 
 log = logging.getLogger("engine.node")
 
@@ -83,8 +82,10 @@ class Command(BaseCommand):
         except ConfigError as exc:
             return self.fail(f"--config {opts['config']}:\n{exc}", EXIT_CONFIG)
         # The ASGI application sets Django up again, which reinstalls settings.LOGGING: load it
-        # before the node's own logging is configured.
-        from crewlet_site.asgi import application, is_route
+        # before the node's own logging is configured. Settings name it (ASGI_APPLICATION).
+        from channels.routing import get_default_application
+
+        application = get_default_application()
 
         settings, warnings = logconfig.settings_from(
             cfg.logging, level_flag=opts["log_level"], format_flag=opts["log_format"], debug=opts["debug"], file_flag=opts["log_file"]
@@ -102,7 +103,7 @@ class Command(BaseCommand):
         if not 0 <= port <= 65535:
             return self.fail(f"--api-port: expected an integer from 0 to 65535, got {port}", EXIT_CONFIG)
 
-        from engine.server import ListenerError, bind, serve
+        from engine.node.server import ListenerError, bind, serve
 
         sock = None
         if port > 0:
@@ -122,12 +123,11 @@ class Command(BaseCommand):
                     imported_by=f"node:{cfg.node.id}")
         app = None
         if sock is not None:
-            from engine.probes import ProbeGate
-            app = ProbeGate(application, node.state, is_route)
+            from engine.node.surface import surface
+
+            app = surface(node, application, public.getsockname()[1] if public is not None else None)
             if public is not None:
-                from notify.asgi import PublicListener
-                app = PublicListener(app, public.getsockname()[1], node.state)
-                log.info("api_public_listening", extra={"address": "%s:%s" % public.getsockname()[:2]})
+                log.info("api_public_listening", extra={"address": "{}:{}".format(*public.getsockname()[:2])})
             bound_host, bound_port = sock.getsockname()[:2]
             log.info("api_listening", extra={"address": f"{bound_host}:{bound_port}", "ingress": "ingress" in roles})
             self.stdout.write(banner(cfg, roles, f"http://{bound_host}:{bound_port}"))

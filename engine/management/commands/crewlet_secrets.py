@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 
 from django.core.management.base import BaseCommand, CommandError
 
-from engine.keyring import generate_key_material, random_token
+from engine.config.keyring import generate_key_material, random_token
 
 _KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_\-]*$")
 

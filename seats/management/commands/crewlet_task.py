@@ -44,13 +44,13 @@ class Command(BaseCommand):
         import httpx
         from django.conf import settings
 
-        node = getattr(settings, "NODE", None)
+        tier_a = settings.NODE  # crewlet_site.nodeconfig: the --config file as the settings read it
         url = opts["url"]
         if not url:
-            if node is None or node.config is None:
-                error = getattr(node, "load_error", None) or "no config was given"
+            if tier_a.config is None:
+                error = tier_a.load_error or "no config was given"
                 raise CommandError(f"--config: cannot read the node's API address ({error}); or pass --url")
-            url = api_url(node.config)
+            url = api_url(tier_a.config)
             if not url:
                 raise CommandError("api.port: the node serves no API (port 0); pass --url of a node that does")
         token = opts["token"] or os.environ.get("CREWLET_API_TOKEN")

@@ -1,0 +1,40 @@
+"""The API's bearer tokens (Tier A `api.auth.tokens`; seed 002, "Running the Engine + API").
+
+`match_token` finds the configured token a caller presented, comparing in constant time against
+every one of them; `grants_of` says what it may do. The REST routes (crewlet_site.auth) and the
+dashboard's socket (dashboard.consumers) both decide with these, so the two surfaces admit
+exactly the same callers. A token value is never logged or put in an error.
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+from typing import Iterable
+
+from engine.config.node import Token
+
+GRANTS = ("admin", "read")
+READ_GRANTS = frozenset({"admin", "read"})  # what a read needs: either grant
+
+
+def _digest(text: str) -> bytes:
+    # Compare digests, not the strings: compare_digest is constant-time only for equal
+    # lengths, and a digest makes every candidate the same length.
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+
+
+def match_token(tokens: Iterable[Token], presented: str) -> Token | None:
+    """The configured token equal to `presented`, comparing against every one of them."""
+    offered = _digest(presented or "")
+    found = None
+    for entry in tokens:
+        secret = entry.token or ""
+        # No early exit: every configured token is compared, whichever one matches.
+        if hmac.compare_digest(offered, _digest(secret)) and secret and found is None:
+            found = entry
+    return found
+
+
+def grants_of(entry: Token | None) -> frozenset[str]:
+    """The grants a token carries; none for no token."""
+    return frozenset(str(g) for g in (entry.grants if entry is not None else ()))
