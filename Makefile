@@ -8,7 +8,7 @@ DEV_ENV := var/dev.env
 CONFIG ?= examples/crewlet.yaml
 COMPANY ?= examples/company.yaml
 
-.PHONY: run test setup venv keyring migrate chromium bench clean superuser
+.PHONY: run test lint setup venv keyring migrate chromium bench clean superuser
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -35,8 +35,13 @@ migrate: setup
 run: migrate
 	@set -a && source $(DEV_ENV) && set +a && exec $(PY) manage.py crewlet_node --config $(CONFIG) --company $(COMPANY)
 
-test: setup chromium
+test: setup chromium lint
 	@set -a && source $(DEV_ENV) && set +a && $(PY) -m pytest -q
+
+# The import rule (DESIGN.md's layers, as contracts in pyproject.toml) and ruff's checks.
+lint: setup
+	@out=$$($(VENV)/bin/lint-imports --no-cache 2>&1) || { echo "$$out"; echo "lint-imports: an import breaks DESIGN.md's layers (above)"; exit 1; }
+	@$(VENV)/bin/ruff check --quiet .
 
 # The browser tests drive Debian's Chromium through Playwright (never `playwright install`).
 chromium:
