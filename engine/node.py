@@ -2,8 +2,8 @@
 (seed 002, "The single host", "Running the Engine + API", "Probes"; DESIGN.md, "Shape").
 
 Boot order (the listener is bound by the caller before `run()` starts):
-  recovering -- the store's migrations, the event-store writer, the broker and the queue,
-                the coordination store and its buckets;   /health 503
+  recovering -- the store's migrations (every role), the event-store writer, the broker and
+                the queue, the coordination stores and their buckets;   /health 503
   preparing  -- the company: import `--company` as a new revision when it differs from the
                 active one, apply the active revision, ensure EVERY agent seat's mailbox,
                 take the presence lease;                    /health 200 "starting"
@@ -92,7 +92,8 @@ class Node(CompanyApplier):
         self.generation: int | None = None
         self.queue: Any = None
         self.broker: Any = None
-        self.coord: Any = None
+        self.coord: Any = None        # the fleet's shared records (durable: the broker's KV)
+        self.lease_store: Any = None  # where leases live (coordination.type)
         self.writer: Any = None
         self.leases: LeaseManager | None = None
         self.keeper: LeaseKeeper | None = None
@@ -205,9 +206,11 @@ class Node(CompanyApplier):
             raise BootError(f"store.path: {path}: not writable by this process")
 
     async def _recover(self) -> None:
+        # Every role reads this node's own store (revisions at least), so every role migrates
+        # it; forward-only migrations make a second run a no-op (seed 002, "The store").
+        self._check_store_path()
+        await sync_to_async(_migrate, thread_sensitive=True)()
         if "data" in self.roles:
-            self._check_store_path()
-            await sync_to_async(_migrate, thread_sensitive=True)()
             from events.store import EventStoreWriter
 
             self.writer = EventStoreWriter()
@@ -222,17 +225,17 @@ class Node(CompanyApplier):
         if self.writer is not None:
             self.queue.add_publish_listener(self.writer)
         self.state.broker_link = "up"
-        from engine.coord.factory import open_coord
+        from engine.coord.factory import open_coordination
 
         if self.broker is not None:
             url, token = self.broker.client_url, self.broker.token
         else:
             url, token = self.cfg.stream.url, self.cfg.stream.token
-        try:
-            self.coord = await open_coord(self.cfg, url=url, token=token)
+        try:  # records on the broker's KV always; leases where coordination.type says
+            self.coord, self.lease_store = await open_coordination(self.cfg, url=url, token=token, node_id=self.node_id)
         except Exception as exc:
             raise BootError(f"coordination: {exc}") from None
-        self.leases = LeaseManager(self.coord, self.node_id, self.ttl)
+        self.leases = LeaseManager(self.lease_store, self.node_id, self.ttl, epochs=self.coord)
         await self.leases.provision()
 
     def _on_queue_fatal(self, exit_code: int, reason: str) -> None:
@@ -375,12 +378,12 @@ class Node(CompanyApplier):
             if not boot_failed and self.queue is not None:
                 await _bounded(self._record(OrgStopped(company=self.company.name if self.company else "",
                                                        reason=self._stop_reason or "stopped")), bound, "org_stopped")
-        if self.coord is not None:
-            await _bounded(self.coord.close(), bound, "coord_close")
+        for store in {id(s): s for s in (self.lease_store, self.coord) if s is not None}.values():
+            await _bounded(store.close(), bound, "coord_close")
         if self.queue is not None:
             await _bounded(self.queue.close(), bound, "queue_close")
-        if self.broker is not None:
-            await _bounded(self.broker.stop(), getattr(self.broker, "stop_timeout_seconds", 60) + 5, "broker_stop")
+        if self.broker is not None:  # bounded by the broker itself, by what it holds
+            await _bounded(self.broker.stop(), None, "broker_stop")
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close, STEP_SECONDS)
         self.state.broker_link = "down"
@@ -401,8 +404,9 @@ def queue_tuning(env: dict | None) -> Tuning:
         return Tuning()
 
 
-async def _bounded(awaitable, seconds: float, what: str) -> None:
-    """Await a teardown step for at most `seconds`; a step that fails or overruns is logged."""
+async def _bounded(awaitable, seconds: float | None, what: str) -> None:
+    """Await a teardown step for at most `seconds` (None: the step bounds itself); a step that
+    fails or overruns is logged."""
     try:
         await asyncio.wait_for(awaitable, seconds)
     except asyncio.TimeoutError:

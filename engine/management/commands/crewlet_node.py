@@ -84,7 +84,7 @@ class Command(BaseCommand):
             return self.fail(f"--config {opts['config']}:\n{exc}", EXIT_CONFIG)
         # The ASGI application sets Django up again, which reinstalls settings.LOGGING: load it
         # before the node's own logging is configured.
-        from crewlet_site.asgi import application, is_route
+        import crewlet_site.asgi  # noqa: F401
 
         settings, warnings = logconfig.settings_from(
             cfg.logging, level_flag=opts["log_level"], format_flag=opts["log_format"], debug=opts["debug"], file_flag=opts["log_file"]
@@ -97,6 +97,24 @@ class Command(BaseCommand):
             log.warning(name, extra=fields)
         for advisory in node_advisories(cfg):
             log.warning("config_advisory", extra={"config": "bootstrap", "detail": advisory})
+        # One owner per store: refused here, before a port is bound or a file opened.
+        from django.conf import settings as django_settings
+
+        from engine import storelock
+
+        try:
+            locks = storelock.claim_node_stores(cfg, django_settings.DATABASES["default"]["NAME"])
+        except storelock.StoreLockError as exc:
+            log.error("store_lock_refused", extra={"error": str(exc)})
+            return self.fail(str(exc), exc.exit_code)
+        try:
+            return self.serve_node(opts, cfg, roles)
+        finally:
+            storelock.release_all(locks)
+
+    def serve_node(self, opts, cfg, roles) -> int:
+        from crewlet_site.asgi import application, is_route
+
         host = opts["api_host"] if opts["api_host"] is not None else cfg.api.host
         port = opts["api_port"] if opts["api_port"] is not None else cfg.api.port
         if not 0 <= port <= 65535:
