@@ -118,8 +118,6 @@ def claim_node_stores(node_config: Any, store_path: str | os.PathLike) -> list[S
         store_dir = getattr(stream, "store_dir", None)
         if (getattr(stream, "type", None) or "embedded") == "embedded" and store_dir:
             locks.append(lock_store(Path(store_dir), "stream.store_dir", node_id))
-            with contextlib.suppress(OSError):  # the broker names a store_dir it cannot use
-                private_dirs(Path(store_dir).expanduser().absolute())
     except BaseException:
         release_all(locks)
         raise

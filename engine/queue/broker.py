@@ -342,7 +342,7 @@ class EmbeddedBroker:
         try:
             if store.exists() and not store.is_dir():
                 raise NotADirectoryError(20, "not a directory")
-            store.mkdir(parents=True, exist_ok=True)
+            store.mkdir(mode=0o700, parents=True, exist_ok=True)  # the broker's files are the company's
             for stale in store.glob("nats-server_*.ports"):
                 with contextlib.suppress(OSError):
                     stale.unlink()
