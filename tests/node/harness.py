@@ -72,6 +72,7 @@ class NodeProcess:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
+    program: str = "manage.py"  # a benchmark may start the node through a launcher of its own
 
     @property
     def base(self) -> str:
@@ -85,7 +86,7 @@ class NodeProcess:
 
     def start(self, *args: str, company: str | None = COMPANY, env: dict | None = None, **config) -> "NodeProcess":
         config_path = self.write(**config)
-        argv = [sys.executable, "manage.py", "crewlet_node", "--config", str(config_path), *args]
+        argv = [sys.executable, self.program, "crewlet_node", "--config", str(config_path), *args]
         if company is not None:
             company_path = self.home / "company.yaml"
             company_path.write_text(company)
