@@ -61,7 +61,7 @@ class CompanyApplier:
     async def activate_document(self, text: str, company: Company, imported_by: str, source: str = "api") -> revisions.Activation:
         """Make a validated document the fleet's active revision and nudge every node."""
         previous = self.generation
-        floor = await sync_to_async(revisions.highest_generation, thread_sensitive=True)()  # generations only grow
+        floor = await sync_to_async(revisions.highest_generation, thread_sensitive=True)(company.digest())  # only grow
         activation = await revisions.activate(self.coord, self.keyring, text, company, imported_by, floor=floor)
         await sync_to_async(revisions.store_revision, thread_sensitive=True)(text, company, imported_by, source, activation.generation)
         if activation.changed:  # the document the pointer already names is no news

@@ -9,9 +9,9 @@ and keep its own copy. The store is one node's; the pointer is the fleet's, and 
 (the broker's KV, `engine.coord.factory`), so a restart finds it where it was.
 
 Generations only grow: each activation takes the pointer's generation plus one, and never
-less than one past the highest generation this node's store has recorded (`floor`), so a
-pointer that was lost (a stream store wiped, a store from before the pointer was durable)
-cannot hand out a number a revision already carries. Activating the document the pointer
+less than one past the highest generation this node's store has recorded for another document
+(`floor`), so a pointer that was lost (a stream store wiped, a store from before the pointer
+was durable) cannot hand out a number another revision already carries. Activating the document the pointer
 already names changes nothing (`Activation.changed` is False): a node restarted with the
 same `--company` file makes no new revision.
 """
@@ -94,13 +94,17 @@ def latest_activated():
     return CompanyRevision.objects.filter(generation__isnull=False).order_by("-generation", "-id").first()
 
 
-def highest_generation() -> int:
-    """The highest generation this node's store has recorded, 0 when none."""
+def highest_generation(other_than: str | None = None) -> int:
+    """The highest generation this node's store has recorded (for a document other than the
+    digest `other_than`, when given), 0 when none. Activating a document at least one past
+    this never gives a generation to a second document; the document's own earlier number
+    (an offline `crewlet_config import`) may be taken again, so it is not recorded twice."""
     from django.db.models import Max
 
     from engine.models import CompanyRevision
 
-    return CompanyRevision.objects.aggregate(top=Max("generation"))["top"] or 0
+    rows = CompanyRevision.objects.all() if other_than is None else CompanyRevision.objects.exclude(digest=other_than)
+    return rows.aggregate(top=Max("generation"))["top"] or 0
 
 
 def list_revisions(limit: int = 100) -> list:

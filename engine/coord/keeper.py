@@ -86,7 +86,8 @@ class LeaseKeeper:
         return self._leases.get(key)
 
     async def renew_once(self) -> list[Lease]:
-        """One step: renew every kept lease at once; return (and report) the ones lost."""
+        """One step: renew every kept lease at once; return (and report) the ones lost; then
+        take back every standing claim not held (`retake_once`)."""
         kept = list(self._leases.values())
         results = await asyncio.gather(*(self.manager.renew(lease) for lease in kept),
                                        return_exceptions=True)
@@ -115,7 +116,11 @@ class LeaseKeeper:
             except Exception as exc:  # silence, or a refusal: the next step tries again
                 log.warning("lease_retake_failed", extra={"key": key, "error": str(exc)})
                 continue
-            if lease is None or key not in self._claims:  # held elsewhere, or let go meanwhile
+            if lease is None:  # held elsewhere: the next step asks again
+                continue
+            if key not in self._claims:  # let go of while we took it: give it straight back
+                with contextlib.suppress(Exception):
+                    await self.manager.release(lease)
                 continue
             self.add(lease)
             taken.append(lease)

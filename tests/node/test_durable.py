@@ -132,3 +132,31 @@ def test_the_store_and_its_journal_files_are_private(nodes):
         mode = stat.S_IMODE((node.home / name).stat().st_mode)
         assert mode == 0o600, f"{name} is {oct(mode)}"
     assert stat.S_IMODE((node.home / "stream").stat().st_mode) == 0o700
+
+
+def test_a_revision_imported_while_the_node_was_stopped_is_run_under_the_number_it_was_given(nodes):
+    import subprocess
+    import sys
+
+    from tests.node.harness import ROOT, clean_env
+
+    node = nodes("node-1").start()
+    node.wait_ready()
+    first = _config(node)
+    node.signal(signal.SIGTERM)
+    assert node.wait_exit(60) == 0
+    (node.home / "bigger.yaml").write_text(BIGGER)
+    run = subprocess.run([sys.executable, "manage.py", "crewlet_config", "--config", str(node.home / "crewlet.yaml"),
+                          "import", str(node.home / "bigger.yaml"), "--by", "maya"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean_env())
+    assert run.returncode == 0, run.stderr
+    assert f"as generation {first['generation'] + 1}" in run.stdout
+
+    node.start(company=None)
+    node.wait_ready()
+
+    shown = _config(node)
+    assert (shown["generation"], "dave" in shown["document"]) == (first["generation"] + 1, True)
+    eventually(lambda: "dave" in node.probe("/health")[1]["seats"], 30, "the imported seat to be run", node)
+    status, body, _ = node.get("/config/revisions", READER)
+    assert [r["generation"] for r in body["items"]] == [first["generation"] + 1, first["generation"]]
