@@ -142,12 +142,15 @@ class ConsoleFormatter(logging.Formatter):
 
 
 def formatter_for(fmt: str, stream=None, env=None) -> logging.Formatter:
-    """The formatter of `fmt` for a sink: `stream` is the console's stream, None for a file."""
+    """The formatter of `fmt` for a sink: `stream` is the console's stream, None for a file
+    (never a terminal, so never coloured, whatever CREWLET_LOG_COLOR says)."""
     if fmt == "json":
         return JsonFormatter()
     if fmt == "text":
         return TextFormatter()
-    isatty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
+    if stream is None:
+        return ConsoleFormatter(colour=False, dated=True)
+    isatty = bool(hasattr(stream, "isatty") and stream.isatty())
     return ConsoleFormatter(colour=_colour(isatty, os.environ if env is None else env), dated=not isatty)
 
 

@@ -68,8 +68,8 @@ def test_console_on_a_terminal_shows_the_time_and_colour_and_elsewhere_the_date_
     redirected = logconfig.formatter_for("console", io.StringIO(), env={}).format(_record(seat="eng.alice"))
     assert DATED.match(redirected) and "\x1b[" not in redirected
     assert "seat.host" in redirected and "seat_claimed  seat=eng.alice" in redirected
-    in_a_file = logconfig.formatter_for("console", None, env={}).format(_record())
-    assert DATED.match(in_a_file) and "\x1b[" not in in_a_file
+    in_a_file = logconfig.formatter_for("console", None, env={"CREWLET_LOG_COLOR": "always"}).format(_record())
+    assert DATED.match(in_a_file) and "\x1b[" not in in_a_file  # a file is never a terminal
 
 
 def test_colour_can_be_forced_either_way_and_no_color_wins():
