@@ -4,6 +4,10 @@ Prints:
 - process start to /health 200 and to /ready 200 on a fresh store (target under 5 s with the
   embedded broker), beside a bare nats-server's time to accept a connection and a bare
   `manage.py check` (Django's own import and set-up);
+- process start to /ready 200 with the shared records on the broker's durable KV (the
+  product), beside the same node keeping them in the in-process twin as it did before
+  (benchmarks/twin_records_node.py): a fresh store, and a restart on the store the first
+  boot left (where the durable buckets already exist);
 - the time to ensure 1,000 seat mailboxes (a company of 1,000 agent seats, applied at boot);
 - the resident memory of an idle node holding 100 agent seats, the broker child included
   (target under 250 MB), beside a bare nats-server and a bare Django process;
@@ -29,6 +33,7 @@ from engine.queue.broker import nats_server_binary  # noqa: E402
 from tests.node.harness import NodeProcess, eventually  # noqa: E402
 
 RUNS = 3
+RECORDS_RUNS = 5  # boot-to-ready of the two record stores is a small difference in a noisy figure
 
 
 def company(seats: int) -> str:
@@ -52,13 +57,28 @@ def rss_mb(pid: int) -> float:
     return total / 1024
 
 
-def boot_once(home: Path, seats: int) -> tuple[float, float, NodeProcess]:
-    node = NodeProcess(home=home)
+def boot_once(home: Path, seats: int, program: str = "manage.py") -> tuple[float, float, NodeProcess]:
+    node = NodeProcess(home=home, program=program)
     began = time.monotonic()
     node.start(company=company(seats), sweep=0.5)
     health = eventually(lambda: (node.probe("/health") or (0,))[0] == 200 and time.monotonic(), 120, "/health 200", node, 0.01)
     ready = eventually(lambda: (node.probe("/ready") or (0,))[0] == 200 and time.monotonic(), 300, "/ready 200", node, 0.01)
     return health - began, ready - began, node
+
+
+def broker_to_serving(node: NodeProcess, last: bool = False) -> float:
+    """From the embedded broker ready to the node serving, by the node's own log: the part of
+    the boot the coordination stores are in (open, provision, read and write the pointer,
+    apply, take the presence lease), without the process start's noise."""
+    from datetime import datetime
+
+    marks: dict[str, list[str]] = {}
+    for line in node.log_lines():
+        if line.get("msg") in ("embedded_broker_ready", "node_serving"):
+            marks.setdefault(line["msg"], []).append(line["time"])
+    pick = (lambda xs: xs[-1]) if last else (lambda xs: xs[0])
+    at = {k: datetime.fromisoformat(pick(v).replace("Z", "+00:00")) for k, v in marks.items()}
+    return (at["node_serving"] - at["embedded_broker_ready"]).total_seconds()
 
 
 def bare_nats(home: Path) -> tuple[float, float]:
@@ -111,6 +131,24 @@ def main() -> None:
             d, django_mem = bare_django()
             django_times.append(d)
 
+        # Durable records (the product) beside the in-process twin (before), alternating, on a
+        # fresh store and again on the store each left behind (a restart).
+        twin = str(ROOT / "benchmarks" / "twin_records_node.py")
+        durable_fresh, durable_again, twin_fresh, twin_again = [], [], [], []
+        durable_phase, twin_phase = [], []
+        for i in range(RECORDS_RUNS):
+            for program, fresh, again, phase in (("manage.py", durable_fresh, durable_again, durable_phase),
+                                                 (twin, twin_fresh, twin_again, twin_phase)):
+                home = tmp_path / f"records-{Path(program).stem}-{i}"
+                _, r, node = boot_once(home, 3, program)
+                fresh.append(r)
+                phase.append(broker_to_serving(node))
+                node.stop()
+                _, r, node = boot_once(home, 3, program)
+                again.append(r)
+                phase.append(broker_to_serving(node, last=True))
+                node.stop()
+
         # 1,000 mailboxes: a company of 1,000 agent seats, applied at boot; the node logs the apply.
         _, ready_big, node = boot_once(tmp_path / "big", 1000)
         node.stop()
@@ -144,6 +182,11 @@ def main() -> None:
     print(f"  process start -> /ready 200         {med(ready):6.2f} s   (target < 5 s)")
     print(f"    baseline: bare nats-server up     {med(nats_times):6.2f} s")
     print(f"    baseline: bare `manage.py check`  {med(django_times):6.2f} s")
+    print(f"  start -> /ready, records on the KV  {med(durable_fresh):6.2f} s fresh, {med(durable_again):6.2f} s restart"
+          f"   (median of {RECORDS_RUNS} each)")
+    print(f"    baseline: records in-process      {med(twin_fresh):6.2f} s fresh, {med(twin_again):6.2f} s restart")
+    print(f"  broker ready -> serving, on the KV  {med(durable_phase) * 1000:6.0f} ms  (fresh and restart boots, by the node's log)")
+    print(f"    baseline: records in-process      {med(twin_phase) * 1000:6.0f} ms")
     print(f"  1,000-seat company: start -> ready  {ready_big:6.2f} s")
     mailboxes_s = mailboxes_ms / 1000 if mailboxes_ms is not None else float("nan")
     print(f"  ensure 1,000 seat mailboxes         {mailboxes_s:6.2f} s   (2,000 subscriptions: inbox + control)")

@@ -5,13 +5,21 @@ coordination store, polled by every node).
 
 The activation record carries the document itself, sealed with the keyring, so a node that
 never saw the import (a peer, or this node after a restart on a fresh store) can verify it
-and keep its own copy. The store is one node's; the pointer is the fleet's.
+and keep its own copy. The store is one node's; the pointer is the fleet's, and it is durable
+(the broker's KV, `engine.coord.factory`), so a restart finds it where it was.
+
+Generations only grow: each activation takes the pointer's generation plus one, and never
+less than one past the highest generation this node's store has recorded for another document
+(`floor`), so a pointer that was lost (a stream store wiped, a store from before the pointer
+was durable) cannot hand out a number another revision already carries. Activating the document the pointer
+already names changes nothing (`Activation.changed` is False): a node restarted with the
+same `--company` file makes no new revision.
 """
 from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from engine.config import Company, ConfigError, parse_company
@@ -41,6 +49,7 @@ class Activation:
     imported_by: str
     imported_at: str
     seal: str
+    changed: bool = field(default=False, compare=False)  # this call moved the pointer (not recorded)
 
     def body(self) -> bytes:
         return json.dumps(
@@ -85,6 +94,19 @@ def latest_activated():
     return CompanyRevision.objects.filter(generation__isnull=False).order_by("-generation", "-id").first()
 
 
+def highest_generation(other_than: str | None = None) -> int:
+    """The highest generation this node's store has recorded (for a document other than the
+    digest `other_than`, when given), 0 when none. Activating a document at least one past
+    this never gives a generation to a second document; the document's own earlier number
+    (an offline `crewlet_config import`) may be taken again, so it is not recorded twice."""
+    from django.db.models import Max
+
+    from engine.models import CompanyRevision
+
+    rows = CompanyRevision.objects.all() if other_than is None else CompanyRevision.objects.exclude(digest=other_than)
+    return rows.aggregate(top=Max("generation"))["top"] or 0
+
+
 def list_revisions(limit: int = 100) -> list:
     from engine.models import CompanyRevision
 
@@ -106,10 +128,13 @@ async def read_pointer(coord: CoordStore, keyring: Keyring) -> Activation | None
     return activation
 
 
-async def activate(coord: CoordStore, keyring: Keyring, text: str, company: Company, imported_by: str) -> Activation:
-    """Make `text` the fleet's active revision: compare-and-set the pointer to the next generation.
+async def activate(coord: CoordStore, keyring: Keyring, text: str, company: Company, imported_by: str,
+                   floor: int = 0) -> Activation:
+    """Make `text` the fleet's active revision: compare-and-set the pointer to the next
+    generation, past both the pointer's and `floor` (the highest this node has recorded).
 
-    Returns the new activation, or the current one unchanged when it already carries this digest.
+    Returns the new activation (`changed` True), or the current one unchanged when it already
+    carries this digest (`changed` False).
     """
     await coord.ensure_bucket(ACTIVATION_BUCKET)
     digest = company.digest()
@@ -118,9 +143,10 @@ async def activate(coord: CoordStore, keyring: Keyring, text: str, company: Comp
         current = Activation.decode(entry.value) if entry is not None else None
         if current is not None and current.digest == digest:
             return current
-        generation = (current.generation + 1) if current else 1
+        generation = max(current.generation if current else 0, floor) + 1
         draft = Activation(generation, digest, text, imported_by, datetime.now(timezone.utc).isoformat(), "")
-        sealed = Activation(generation, digest, text, imported_by, draft.imported_at, keyring.sign(draft.body(), purpose="company-revision"))
+        sealed = Activation(generation, digest, text, imported_by, draft.imported_at,
+                            keyring.sign(draft.body(), purpose="company-revision"), changed=True)
         try:
             if entry is None:
                 await coord.create(ACTIVATION_BUCKET, POINTER_KEY, sealed.encode())
@@ -151,6 +177,6 @@ async def applied_status(coord: CoordStore) -> list[dict]:
 
 
 __all__ = [
-    "Activation", "ConfigError", "RevisionError", "activate", "applied_status", "latest_activated",
+    "Activation", "ConfigError", "RevisionError", "activate", "applied_status", "highest_generation", "latest_activated",
     "list_revisions", "read_pointer", "report_applied", "store_revision", "validate_document",
 ]

@@ -2,15 +2,21 @@
 subscriptions are retired, not kept"; "Letting go of a subscription: four verbs, not one").
 
 A company-wide singleton on the duty lease `worker:maintenance`, on a node with the `workers`
-role. Each sweep:
-  1. records every agent seat of the active revision in the coordination store (bucket
-     `crewlet_seats`, key `seen:<handle>`) with a last-seen stamp -- a removed handle is gone
-     from the org its names derive from, so the retirement's clock has to live somewhere;
+role. The coordination store records, per agent handle (bucket `crewlet_seats`, key
+`seen:<handle>`), whether the seat is present in the active revision or since when it has been
+absent -- a removed handle is gone from the org its names derive from, so the retirement's
+clock has to live somewhere, and it lives in the durable records, so neither a restart nor a
+new duty holder starts it again. Each sweep:
+  1. records the transitions only: a seat newly present, a seat newly absent (its clock starts);
+     a seat whose record already says so is not written again, so a company of 10,000 seats
+     costs no write a minute (what this holder wrote is remembered until it loses the duty);
   2. lists the seat mailboxes the broker holds (`crewlet.agent.*.inbox` and `.control`), so
      one that escaped that record is still found: a mailbox nobody remembers starts its clock
      when it is found (it may belong to a revision this node has not applied yet);
   3. deletes, with the mail they still hold, the inbox and control subscriptions of every seat
-     absent from the active revision for longer than the retirement horizon (24 hours).
+     absent from the active revision for longer than the retirement horizon (24 hours), a few
+     at a time, so a reverted company of thousands of seats is cleared in one sweep rather than
+     left as thousands of consumers (each of which an orderly broker shutdown also pays for).
 `delete_subscription` needs no local attachment, so which node ran the seat does not matter.
 """
 from __future__ import annotations
@@ -20,6 +26,7 @@ import contextlib
 import json
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any, Callable
 
 from django.conf import settings
@@ -35,6 +42,7 @@ log = logging.getLogger("seats.duties")
 
 SWEEP_SECONDS = 60.0                 # a removed seat waits a day: a sweep a minute is plenty
 RETIRE_AFTER_SECONDS = 24 * 3600.0   # seed 000: absent from the active revision for 24 hours
+RETIRES_IN_FLIGHT = 8                # overlapping deletes hides round trips; the broker's fsync bounds the rest
 DUTY = "maintenance"
 
 
@@ -56,7 +64,7 @@ class MaintenanceDuty:
                                                                    RETIRE_AFTER_SECONDS))
         self.clock = clock
         self.lease: Any = None
-        self.retired: list[str] = []
+        self._known: dict[str, _Seen] = {}  # what the store says, as this holder read or wrote it
         self._keeper: LeaseKeeper | None = None
         self._task: asyncio.Task | None = None
         self._stopping = asyncio.Event()
@@ -93,6 +101,7 @@ class MaintenanceDuty:
         self.lease = await self.node.leases.acquire(duty_key(DUTY))
         if self.lease is None:
             return False
+        self._known.clear()  # another holder may have written since: read the store afresh
         log.info("duty_acquired", extra={"duty": DUTY, "epoch": self.lease.epoch})
         if self._keeper is None:
             self._keeper = LeaseKeeper(self.node.leases, on_lost=self._lost)
@@ -113,27 +122,50 @@ class MaintenanceDuty:
         coord, queue, now = self.node.coord, self.node.queue, self.clock()
         await coord.ensure_bucket(SEATS_BUCKET)
         active = {seat.handle for seat in company.agent_seats()}
-        for handle in active:
-            await coord.put(SEATS_BUCKET, seen_key(handle), _stamp(now))
-        remembered = {k.removeprefix("seen:") for k in await coord.keys(SEATS_BUCKET, prefix="seen:")}
+        stored = {k.removeprefix("seen:") for k in await coord.keys(SEATS_BUCKET, prefix="seen:")}
+        for handle in set(self._known) - stored:  # gone from the store (retired, or swept): forget it
+            del self._known[handle]
         held = {h for kind in ("inbox", "control")
                 for topic, _ in await queue.list_subscriptions(topics.agent_pattern(kind))
                 if (h := topics.handle_of(topic))}
-        for handle in sorted(held - active - remembered):  # nobody remembers it: its clock starts now
-            log.info("seat_mailbox_found", extra={"seat": handle})
-            await coord.put(SEATS_BUCKET, seen_key(handle), _stamp(now))
-        retired = []
-        for handle in sorted(remembered - active):
-            entry = await coord.get(SEATS_BUCKET, seen_key(handle))
-            last_seen = _last_seen(entry)
-            if last_seen is None or now - last_seen < self.retire_after:
-                continue
-            await self.retire(handle, now - last_seen)
-            with contextlib.suppress(RevisionMismatch):  # re-stamped meanwhile: a revision brought it back
-                await coord.delete(SEATS_BUCKET, seen_key(handle), expected_revision=entry.revision)
-            retired.append(handle)
-        self.retired.extend(retired)
-        return retired
+        for handle in sorted(active | stored | held):
+            seen = await self._seen(handle, stored)
+            if handle in active:
+                if seen is None or seen.absent_since is not None:
+                    await self._record(handle, _Seen(None))
+            elif seen is None or seen.absent_since is None:
+                if seen is None:
+                    log.info("seat_mailbox_found", extra={"seat": handle})  # nobody remembers it: its clock starts now
+                await self._record(handle, _Seen(now))
+        due = sorted(h for h, seen in self._known.items()
+                     if h not in active and seen.absent_since is not None and now - seen.absent_since >= self.retire_after)
+        gate = asyncio.Semaphore(RETIRES_IN_FLIGHT)
+
+        async def retire(handle: str) -> None:
+            async with gate:
+                await self.retire(handle, now - self._known[handle].absent_since)
+                with contextlib.suppress(RevisionMismatch):  # re-recorded meanwhile: a revision brought it back
+                    await coord.delete(SEATS_BUCKET, seen_key(handle), expected_revision=self._known[handle].revision)
+                self._known.pop(handle, None)
+
+        await asyncio.gather(*(retire(handle) for handle in due))
+        return due
+
+    async def _seen(self, handle: str, stored: set[str]) -> "_Seen | None":
+        """What the store records of `handle` (this holder's memory first), or None."""
+        if handle in self._known:
+            return self._known[handle]
+        if handle not in stored:
+            return None
+        entry = await self.node.coord.get(SEATS_BUCKET, seen_key(handle))
+        if entry is None:
+            return None
+        self._known[handle] = seen = _Seen.decode(entry.value, entry.revision)
+        return seen
+
+    async def _record(self, handle: str, seen: "_Seen") -> None:
+        seen.revision = await self.node.coord.put(SEATS_BUCKET, seen_key(handle), seen.encode())
+        self._known[handle] = seen
 
     async def retire(self, handle: str, absent_for: float) -> None:
         """Delete the seat's inbox and control subscriptions with the mail they hold."""
@@ -147,14 +179,26 @@ class MaintenanceDuty:
         log.warning("seat_mailbox_retired", extra={"seat": handle, "absent_seconds": int(absent_for)})
 
 
-def _stamp(now: float) -> bytes:
-    return json.dumps({"last_seen": now}).encode()
+@dataclass
+class _Seen:
+    """A handle's record: present (`absent_since` None), or absent since then."""
 
+    absent_since: float | None
+    revision: int = 0
 
-def _last_seen(entry: Any) -> float | None:
-    if entry is None:
-        return None
-    try:
-        return float(json.loads(entry.value)["last_seen"])
-    except (ValueError, KeyError, TypeError):
-        return None
+    def encode(self) -> bytes:
+        return json.dumps({"present": True} if self.absent_since is None else {"absent_since": self.absent_since}).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes, revision: int) -> "_Seen":
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            data = {}
+        if data.get("present"):
+            return cls(None, revision)
+        since = data.get("absent_since", data.get("last_seen"))  # last_seen: a record from an older build
+        try:
+            return cls(float(since), revision)
+        except (TypeError, ValueError):
+            return cls(None, revision)  # unreadable: counted present, so nothing is retired on it

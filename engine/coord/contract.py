@@ -8,9 +8,11 @@ status, the completion ledger, delivery dedupe. The store is a key/value store i
 buckets (`crewlet_*`), each key holding one value with a revision that grows on every write.
 
 Two implementations sit behind it, both certified by `tests/coord/test_conformance.py`:
-`local.LocalCoord` (the in-process twin a single node runs: revisions, compare-and-set and
-expiry on an injectable clock) and `natskv.NatsKVCoord` (NATS KV buckets on the stream's own
-broker). Callers get one from `factory.open_coord` and cannot tell which.
+`local.LocalCoord` (the in-process twin: revisions, compare-and-set and expiry on an
+injectable clock; it holds a `coordination.type: local` node's leases, and everything beside
+the in-memory queue twin) and `natskv.NatsKVCoord` (NATS KV buckets on the stream's own
+broker: every node's shared records, and the leases too under `embedded-kv`). Callers get
+them from `factory.open_coordination` and cannot tell which runs.
 
 Semantics every backend keeps:
 - `create` is create-only: a live key refuses it with `KeyExists`; a key that was deleted
@@ -28,6 +30,12 @@ Semantics every backend keeps:
   or electing a leader raises instead.
 - Reads are the leader's (seed 002, "Coordination § Every read is the leader's"): a value
   that decides ownership is never answered by a replica that may lag.
+- Durability is the backend's: NATS KV keeps every write across a broker restart (with the
+  stream's `sync: always`, an acknowledged write is on disk), which is why the records live
+  there; the twin keeps nothing past its process. `tests/coord/test_restart.py` certifies it
+  for every backend that persists.
+- `link` says how the store's connection stands, for the probes: "up", "down" while it
+  redials (calls then raise Unavailable), "closed" once closed for good.
 """
 from __future__ import annotations
 
@@ -37,6 +45,7 @@ from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
 BUCKET_NAME = re.compile(r"^crewlet_[A-Za-z0-9_\-]+$")
+LINK_UP, LINK_DOWN, LINK_CLOSED = "up", "down", "closed"
 
 
 class CoordError(Exception):
@@ -126,6 +135,11 @@ class CoordStore(Protocol):
 
     async def close(self) -> None:
         """Let go of the store; every later call raises Unavailable."""
+        ...
+
+    @property
+    def link(self) -> str:
+        """LINK_UP, LINK_DOWN (the connection is being redialled) or LINK_CLOSED."""
         ...
 
 

@@ -1,24 +1,45 @@
-"""The one way to get a coordination store (seed 002, "Replica count": "A fleet needs shared
-coordination"; "The coordination KV is not a second address: it lives on the stream's own
-broker"; DESIGN.md, "Configuration").
+"""The one way to get the coordination stores (seed 002, "Replica count": "A fleet needs shared
+coordination ... The slot governs the leases only -- the fleet's shared records are on the KV
+regardless, because they have to survive a restart as much as a peer, and the KV lives on the
+stream's own broker whichever value the slot holds"; DESIGN.md, "The store").
 
-`coordination.type: local` is the in-process twin; `embedded-kv` is NATS KV on the stream's
-own broker, dialled at the URL and token the node's stream connection uses (an embedded
-broker's per-boot token never leaves the process, so the caller hands it over). Callers get a
-`CoordStore` and cannot tell which one runs.
+A node gets two stores from `open_coordination`:
+- `records`: pauses, budget counters, the activation pointer and its generation, each node's
+  apply status, the completion ledger, dedupe, the seats' retirement stamps, fencing epochs
+  (and every shared record a later feature adds). Always NATS KV on the stream's own broker,
+  the embedded one of a single node included, so what an operator decided survives a restart
+  and a SIGKILL. Only without a broker (the in-memory queue twin, in tests) is it the
+  in-process twin.
+- `leases`: where seat, presence and duty leases live, the one thing `coordination.type`
+  chooses. `local` is a per-process twin (a restarted node finds no stale lease of its own to
+  wait out); `embedded-kv` is the same KV the records use.
 
-The node config is read defensively (attributes or mapping keys), so this works with the
-decoded Tier A document and with a plain dict alike.
+Callers get `CoordStore`s and cannot tell which backend runs. The node config is read
+defensively (attributes or mapping keys), so this works with the decoded Tier A document and
+with a plain dict alike.
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, Awaitable, Callable, NamedTuple
 
 from engine.coord.contract import CoordError, CoordStore
 from engine.coord.leases import LEASE_TTL_SECONDS
 
 COORDINATION_TYPES = ("local", "embedded-kv")
+
+
+class Coordination(NamedTuple):
+    """A node's two stores; they are one object when the leases ride the KV too."""
+
+    records: CoordStore
+    leases: CoordStore
+
+    async def close(self) -> None:
+        """Close both (once each)."""
+        await self.leases.close()
+        if self.records is not self.leases:
+            await self.records.close()
 
 
 def _field(obj: Any, name: str, default: Any = None) -> Any:
@@ -45,22 +66,36 @@ def stream_replicas(node_config: Any) -> int:
     return int(_field(_field(node_config, "stream"), "replicas") or 1)
 
 
-async def open_coord(node_config: Any, *, url: str | None = None, token: str | None = None,
-                     clock=time.time, node_id: str | None = None) -> CoordStore:
-    """The coordination store `coordination.type` names. `embedded-kv` needs `url` (and the
-    broker's `token`, if it has one): the stream's own broker."""
-    kind = coordination_type(node_config)
-    if kind == "local":
-        from engine.coord.local import LocalCoord
+async def open_coordination(node_config: Any, *, url: str | None = None, token: str | None = None,
+                            clock: Callable[[], float] = time.time, node_id: str | None = None,
+                            reconnect_attempts: int = -1,
+                            on_closed: Callable[[str], Awaitable[None] | None] | None = None) -> Coordination:
+    """The node's records store and lease store (see the module docstring).
 
-        return LocalCoord(clock=clock)
-    if kind == "embedded-kv":
-        if not url:
+    `url`/`token` are the stream's own broker, as the node's queue dials it; None only beside
+    the in-memory queue twin. `reconnect_attempts` bounds the KV connection's redials a second
+    apart (-1: for ever, as against an external server; the node's own member gets the
+    listeners' budget, as its queue connection does). `on_closed(reason)` hears when that
+    connection is closed for good."""
+    kind = coordination_type(node_config)
+    if kind not in COORDINATION_TYPES:
+        raise CoordError(f"coordination.type: {kind!r} is not one of {', '.join(COORDINATION_TYPES)}")
+    if not url:
+        if kind == "embedded-kv":
             raise CoordError("coordination.type: embedded-kv rides the stream's own broker; "
                              "open it with the broker's client URL (the stream is not up yet?)")
-        from engine.coord.natskv import NatsKVCoord
+        from engine.coord.local import LocalCoord
 
-        node_id = node_id or _field(_field(node_config, "node"), "id") or "node"
-        return await NatsKVCoord.connect(url, token, name=f"crewlet-coord-{node_id}",
-                                         replicas=stream_replicas(node_config))
-    raise CoordError(f"coordination.type: {kind!r} is not one of {', '.join(COORDINATION_TYPES)}")
+        twin = LocalCoord(clock=clock)
+        return Coordination(records=twin, leases=twin)
+    from engine.coord.natskv import NatsKVCoord
+
+    node_id = node_id or _field(_field(node_config, "node"), "id") or "node"
+    records = await NatsKVCoord.connect(url, token, name=f"crewlet-coord-{node_id}",
+                                        replicas=stream_replicas(node_config),
+                                        reconnect_attempts=reconnect_attempts, on_closed=on_closed)
+    if kind == "embedded-kv":
+        return Coordination(records=records, leases=records)
+    from engine.coord.local import LocalCoord
+
+    return Coordination(records=records, leases=LocalCoord(clock=clock))

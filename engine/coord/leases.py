@@ -12,7 +12,10 @@ Three kinds of lease share one bucket, `crewlet_leases`:
 Each acquisition takes a fencing epoch from `crewlet_epochs`: a counter per lease key,
 compare-and-set incremented on every new acquisition, kept in its own bucket so it outlives
 the lease's expiry. A later holder always has a larger epoch than every earlier one, so work
-fenced on an epoch can tell a stale holder from the current one.
+fenced on an epoch can tell a stale holder from the current one. The epochs may live in a
+store of their own (`epochs=`): the node keeps them with its durable records, so a node whose
+leases are in a per-process twin (`coordination.type: local`) still never hands out an epoch
+it handed out before a restart.
 
 Expiry is in the lease's value (`expires_at` = the holder's clock at its last renew + TTL),
 decided by whoever reads it, and a peer claims an expired lease by compare-and-set on the
@@ -122,13 +125,15 @@ class LeaseManager:
     """One node's view of the lease store: acquire, renew, release, and read who holds what."""
 
     def __init__(self, store: CoordStore, node_id: str, ttl: float = LEASE_TTL_SECONDS,
-                 clock: Clock = time.time, *, safety_margin: float | None = None) -> None:
+                 clock: Clock = time.time, *, safety_margin: float | None = None,
+                 epochs: CoordStore | None = None) -> None:
         if ttl <= 0:
             raise CoordError(f"coordination.lease_ttl_seconds: {ttl!r} must be positive")
         if safety_margin is not None and not 0 <= safety_margin < ttl:
             raise CoordError(f"lease safety margin {safety_margin!r}: must be at least 0 and below "
                              f"the TTL ({ttl})")
         self.store = store
+        self.epochs = store if epochs is None else epochs
         self.node_id = node_id
         self.ttl = float(ttl)
         self.clock = clock
@@ -148,7 +153,7 @@ class LeaseManager:
         """Create the lease and epoch buckets if missing (neither ages: the store lifetime is
         per entry, and epochs are for ever)."""
         await self.store.ensure_bucket(LEASES_BUCKET)
-        await self.store.ensure_bucket(EPOCHS_BUCKET)
+        await self.epochs.ensure_bucket(EPOCHS_BUCKET)
         self._provisioned = True
 
     async def acquire(self, key: str, *, data: dict[str, Any] | None = None,
@@ -246,7 +251,7 @@ class LeaseManager:
     async def epoch(self, key: str) -> int:
         """The key's latest epoch: 0 if it was never acquired."""
         await self._ready()
-        entry = await self.store.get(EPOCHS_BUCKET, key)
+        entry = await self.epochs.get(EPOCHS_BUCKET, key)
         return 0 if entry is None else int(entry.value)
 
     async def acquire_presence(self, roles: list[str], labels: list[str] | dict | None = None) -> Lease | None:
@@ -261,13 +266,13 @@ class LeaseManager:
     async def _next_epoch(self, key: str) -> int:
         """Compare-and-set the key's epoch one higher and return it."""
         for _ in range(EPOCH_ATTEMPTS):
-            entry = await self.store.get(EPOCHS_BUCKET, key)
+            entry = await self.epochs.get(EPOCHS_BUCKET, key)
             try:
                 if entry is None:
-                    await self.store.create(EPOCHS_BUCKET, key, b"1")
+                    await self.epochs.create(EPOCHS_BUCKET, key, b"1")
                     return 1
                 epoch = int(entry.value) + 1
-                await self.store.update(EPOCHS_BUCKET, key, str(epoch).encode(), entry.revision)
+                await self.epochs.update(EPOCHS_BUCKET, key, str(epoch).encode(), entry.revision)
                 return epoch
             except (KeyExists, RevisionMismatch):
                 continue  # a peer took an epoch of this key first; read the new one

@@ -7,9 +7,11 @@ It keeps what the NATS KV backend keeps, the same way: per-bucket revisions that
 revision until the bucket's age takes it, and values age out on a clock. The clock is
 injectable so a test can step over a lifetime instead of sleeping through it.
 
-It is per process. Two nodes each holding their own twin would each believe they own the
-whole company, which is why Tier A refuses `coordination.type: local` beside a clustered or
-external stream.
+It is per process and keeps nothing past it. Two nodes each holding their own twin would each
+believe they own the whole company, which is why Tier A refuses `coordination.type: local`
+beside a clustered or external stream; and a restart forgets everything, which is why it
+holds only leases on a running node (a restarted node then has no stale lease of its own to
+wait out) and never the records an operator's decision lives in (`factory`).
 """
 from __future__ import annotations
 
@@ -19,6 +21,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from engine.coord.contract import (
+    LINK_CLOSED,
+    LINK_UP,
     BucketInfo,
     BucketNotFound,
     CoordError,
@@ -136,6 +140,11 @@ class LocalCoord:
     async def close(self) -> None:
         """Close the twin: from here on it answers nothing (Unavailable)."""
         self._closed = True
+
+    @property
+    def link(self) -> str:
+        """In process, there is no connection to lose: up until closed."""
+        return LINK_CLOSED if self._closed else LINK_UP
 
     # -- inside: every public call yields once (as a round trip would) and is synchronous
     # after that, so each one is atomic on the event loop, as a stream's single writer

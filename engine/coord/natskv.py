@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import re
 import string
@@ -35,6 +36,9 @@ from nats.js import api
 from nats.js.kv import KeyValue
 
 from engine.coord.contract import (
+    LINK_CLOSED,
+    LINK_DOWN,
+    LINK_UP,
     BucketInfo,
     BucketNotFound,
     CoordError,
@@ -105,28 +109,65 @@ class NatsKVCoord:
         self._replicas = replicas
         self._owned = owned
         self._closed = False
+        self._down = False  # between a disconnect and the reconnect that follows it
+
+    @property
+    def link(self) -> str:
+        """The connection as a probe reads it: LINK_UP, LINK_DOWN while the client redials,
+        LINK_CLOSED once closed (by `close`, or by the client for good)."""
+        if self._closed or self._nc.is_closed:
+            return LINK_CLOSED
+        if self._down or self._nc.is_reconnecting or not self._nc.is_connected:
+            return LINK_DOWN
+        return LINK_UP
 
     @classmethod
     async def connect(cls, url: str, token: str | None = None, *, name: str = "crewlet-coord",
                       timeout: float = REQUEST_TIMEOUT_SECONDS, replicas: int = 1,
-                      connect_timeout: float = CONNECT_TIMEOUT_SECONDS,
-                      on_closed: Callable[[], Awaitable[None]] | None = None) -> "NatsKVCoord":
-        """Dial the broker: reconnecting for ever, a second apart (seed 002, "A broker blip
-        is not a node restart"); `on_closed` hears when the client gives up for good."""
+                      connect_timeout: float = CONNECT_TIMEOUT_SECONDS, reconnect_attempts: int = -1,
+                      on_closed: Callable[[str], Awaitable[None] | None] | None = None) -> "NatsKVCoord":
+        """Dial the broker, redialling a second apart: for ever by default (seed 002, "A broker
+        blip is not a node restart"), or `reconnect_attempts` times (the node's own member,
+        which is gone for good once the listeners' budget has passed). `on_closed(reason)`
+        hears when the client gives up for good: the coordination link is then lost, as the
+        queue's `on_closed_for_good` reports its own."""
 
         made: list[NatsKVCoord] = []
 
         async def closed() -> None:
-            if on_closed is not None and not (made and made[0]._closed):  # not our own close
-                await on_closed()
+            if not made or made[0]._closed:  # our own close, or a dial that never finished
+                return
+            error = made[0]._nc.last_error
+            reason = ("coord: the NATS client closed the coordination connection for good "
+                      f"({type(error).__name__ if error else 'no error'}"
+                      f"{': ' + str(error) if error and str(error) else ''})")
+            log.error("coord_connection_closed_for_good", extra={"reason": reason})
+            if on_closed is not None:
+                try:
+                    result = on_closed(reason)
+                    if inspect.isawaitable(result):
+                        await result
+                except Exception:
+                    log.exception("coord_on_closed_failed")
+
+        async def disconnected() -> None:
+            if made and not made[0]._closed:
+                made[0]._down = True
+                log.warning("coord_disconnected")
+
+        async def reconnected() -> None:
+            if made:
+                made[0]._down = False
+                log.info("coord_reconnected")
 
         async def errored(err: Exception) -> None:
-            log.warning("coord_connection_error", extra={"error": str(err)})
+            log.warning("coord_connection_error", extra={"error": str(err) or type(err).__name__})
 
         try:
             nc = await nats.connect(servers=url, token=token, name=name, allow_reconnect=True,
-                                    max_reconnect_attempts=-1, reconnect_time_wait=1,
+                                    max_reconnect_attempts=reconnect_attempts, reconnect_time_wait=1,
                                     connect_timeout=connect_timeout, closed_cb=closed,
+                                    disconnected_cb=disconnected, reconnected_cb=reconnected,
                                     error_cb=errored)
         except _UNANSWERED + (nats.errors.Error,) as err:
             raise Unavailable(f"the broker did not answer the dial: {type(err).__name__}") from err

@@ -73,8 +73,9 @@ class RevisionApplier:
         await self.activate_document(text, company, self.imported_by, source="file")
 
     async def reactivate_from_store(self) -> None:
-        """Without --company: keep serving the store's active revision, re-announcing it to a
-        coordination store that has none (an in-process twin starts empty on every boot)."""
+        """Without --company: keep serving the active revision. The pointer is durable, so this
+        re-announces the store's newest revision only to a coordination store that lost it
+        (a stream store wiped, or one from before the pointer was kept on the broker)."""
         pointer = await revisions.read_pointer(self.coord, self.keyring)
         row = await sync_to_async(revisions.latest_activated, thread_sensitive=True)()
         if row is None:
@@ -90,9 +91,10 @@ class RevisionApplier:
     async def activate_document(self, text: str, company: Company, imported_by: str, source: str = "api") -> revisions.Activation:
         """Make a validated document the fleet's active revision and nudge every node."""
         previous = self.generation
-        activation = await revisions.activate(self.coord, self.keyring, text, company, imported_by)
+        floor = await sync_to_async(revisions.highest_generation, thread_sensitive=True)(company.digest())  # only grow
+        activation = await revisions.activate(self.coord, self.keyring, text, company, imported_by, floor=floor)
         await sync_to_async(revisions.store_revision, thread_sensitive=True)(text, company, imported_by, source, activation.generation)
-        if previous != activation.generation:
+        if activation.changed:  # the document the pointer already names is no news
             # One event, two subjects: the record, and the nudge every node listens for. The
             # store keeps it once (its row is keyed on the event's time and id).
             event = await self.record(ConfigRevisionActivated(revision=str(activation.generation), digest=activation.digest,

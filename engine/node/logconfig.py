@@ -4,7 +4,12 @@
   terminal), text (key=value) and json (one object per line, the message under `msg`).
 - Every line carries `component` (the logger's name); `trace_id`/`span_id` appear on lines
   emitted inside a span and are absent otherwise (never an empty placeholder).
-- An optional log file in addition to stderr, rotated by size.
+- An optional log file in addition to stderr (`engine.node.logfile`): rotated by size at every
+  `max_backups`, 0600 in 0700 directories, a failure announced once on the console and its
+  recovery once more.
+- console adapts to its sink: colour only on a live terminal (CREWLET_LOG_COLOR=always|never
+  overrides, NO_COLOR suppresses), and the full date on a line that is read later -- a
+  redirected stream or a file -- where a terminal's carry the wall-clock time alone.
 - A flag overrides the file only when given; an unrecognised level or format in a flag
   falls back to the default with a `log_level_unrecognised` / `log_format_unrecognised`
   warning, while the file refuses it (engine.config validation).
@@ -15,7 +20,7 @@ from __future__ import annotations
 
 import json
 import logging
-import logging.handlers
+import os
 import sys
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -113,13 +118,17 @@ class TextFormatter(logging.Formatter):
 
 
 class ConsoleFormatter(logging.Formatter):
-    def __init__(self, colour: bool) -> None:
+    """Fixed columns: time, level, component, event, then the attributes. `dated` puts the
+    full date in the time column (a line read later); a terminal gets the time alone."""
+
+    def __init__(self, colour: bool, dated: bool = True) -> None:
         super().__init__()
         self.colour = colour
+        self.dated = dated
 
     def format(self, record: logging.LogRecord) -> str:
         level = _LEVEL_NAMES.get(record.levelno, record.levelname)
-        stamp = datetime.fromtimestamp(record.created, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
+        stamp = _time(record) if self.dated else datetime.fromtimestamp(record.created, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
         shown = f"{level:<5}"
         if self.colour:
             shown = f"{_COLOURS.get(level, '')}{shown}{_RESET}"
@@ -133,13 +142,28 @@ class ConsoleFormatter(logging.Formatter):
         return line + ("\n" + exc if exc else "")
 
 
-def formatter_for(fmt: str, stream=None) -> logging.Formatter:
+def formatter_for(fmt: str, stream=None, env=None) -> logging.Formatter:
+    """The formatter of `fmt` for a sink: `stream` is the console's stream, None for a file
+    (never a terminal, so never coloured, whatever CREWLET_LOG_COLOR says)."""
     if fmt == "json":
         return JsonFormatter()
     if fmt == "text":
         return TextFormatter()
-    isatty = bool(stream is not None and hasattr(stream, "isatty") and stream.isatty())
-    return ConsoleFormatter(colour=isatty)
+    if stream is None:
+        return ConsoleFormatter(colour=False, dated=True)
+    isatty = bool(hasattr(stream, "isatty") and stream.isatty())
+    return ConsoleFormatter(colour=_colour(isatty, os.environ if env is None else env), dated=not isatty)
+
+
+def _colour(isatty: bool, env) -> bool:
+    """Colour on a live terminal; CREWLET_LOG_COLOR=always|never overrides; NO_COLOR (any
+    non-empty value) suppresses it, as it does for every other tool."""
+    if env.get("NO_COLOR"):
+        return False
+    choice = (env.get("CREWLET_LOG_COLOR") or "").strip().lower()
+    if choice in ("always", "never"):
+        return choice == "always"
+    return isatty
 
 
 @dataclass
@@ -195,6 +219,24 @@ def settings_from(config_logging, *, level_flag: str | None = None, format_flag:
     return s, warnings
 
 
+def _announce(console: list[logging.Handler], stream, name: str, fields: dict) -> None:
+    """Say something about the log file on the console: through the console handler when the
+    node has one (so a json stream stays json), else as one plain line on stderr. Never
+    through the root logger -- a sink cannot report its own failure through itself."""
+    record = logging.LogRecord("engine.node.logfile", logging.WARNING, __file__, 0, name, (), None)
+    record.__dict__.update(fields)
+    if console:
+        for handler in console:
+            handler.handle(record)
+        return
+    detail = " ".join(f"{k}={_kv(v)}" for k, v in fields.items())
+    try:
+        stream.write(f"crewlet: {name} {detail}\n")
+        stream.flush()
+    except (OSError, ValueError):
+        pass
+
+
 def configure(settings: LogSettings, secrets: Iterable[str] = (), stream=None) -> logging.Logger:
     """Install the node's handlers on the root logger; returns the root logger."""
     stream = stream or sys.stderr
@@ -213,10 +255,11 @@ def configure(settings: LogSettings, secrets: Iterable[str] = (), stream=None) -
         handler.addFilter(redactor)
         root.addHandler(handler)
     if settings.file_path:
-        from pathlib import Path
+        from engine.node.logfile import LogFile
 
-        Path(settings.file_path).parent.mkdir(parents=True, exist_ok=True)
-        fh = logging.handlers.RotatingFileHandler(settings.file_path, maxBytes=settings.max_size_mb * 1024 * 1024, backupCount=settings.max_backups)
+        console = [h for h in root.handlers if isinstance(h, logging.StreamHandler)]
+        fh = LogFile(settings.file_path, max_bytes=settings.max_size_mb * 1024 * 1024, max_backups=settings.max_backups,
+                     announce=lambda name, fields: _announce(console, stream, name, fields))
         file_level = LEVELS[settings.file_level or settings.level]
         levels.append(file_level)
         fh.setLevel(file_level)

@@ -2,9 +2,10 @@
 (seed 002, "The single host", "Running the Engine + API", "Probes"; DESIGN.md, "Shape").
 
 Boot order (the listener is bound by the caller before `run()` starts), one method a step:
-  recovering -- `_open_store` (the store's migrations, the event-store writer), `_open_queue`
-                (the broker and the queue), `_open_coordination` (the coordination store, its
-                leases, and the records the apps share);                      /health 503
+  recovering -- `_open_store` (its migrations, whatever the roles; a data node's event-store
+                writer), `_open_queue` (the broker and the queue), `_open_coordination` (the
+                records on the broker's KV, the leases where coordination.type says, and what
+                the apps share);                                              /health 503
   preparing  -- `_take_company` (import `--company` as a new revision when it differs from
                 the active one), `_apply_active_revision` (EVERY agent seat's mailbox first),
                 `_ensure_work_queue`, `_take_presence`;                       /health 200 "starting"
@@ -41,9 +42,9 @@ from engine.config.keyring import Keyring
 from engine.coord.contract import CoordStore
 from engine.coord.dedupe import Dedupe
 from engine.coord.keeper import LeaseKeeper
-from engine.coord.leases import Lease, LeaseManager
+from engine.coord.leases import Lease, LeaseManager, presence_key
 from engine.node.applier import RevisionApplier
-from engine.node.errors import EXIT_OK, BootError
+from engine.node.errors import EXIT_FATAL, EXIT_OK, BootError
 from engine.node.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
 from engine.node.services import Services, build_services
 from engine.node.watchdog import EXIT_WATCHDOG, Watchdog
@@ -111,7 +112,8 @@ class Node:
         self.writer: EventStoreWriter | None = None
         self.broker: Any = None                       # the embedded broker's supervisor, if any
         self._queue: EventQueue | None = None
-        self._coord: CoordStore | None = None
+        self._coord: CoordStore | None = None         # the fleet's shared records (durable: the broker's KV)
+        self._lease_store: CoordStore | None = None   # where leases live (coordination.type)
         self._leases: LeaseManager | None = None
         self._dedupe: Dedupe | None = None
         self._pauses: PauseBook | None = None
@@ -282,9 +284,9 @@ class Node:
 
     # -- recovering ------------------------------------------------------------------------
     async def _open_store(self) -> None:
-        """A data node's store: its directory writable, its migrations applied, its writer."""
-        if "data" not in self.roles:
-            return
+        """This node's store: its directory writable and its migrations applied, whatever the
+        roles (every role reads its own store, revisions at least; forward-only migrations make
+        a second run a no-op: seed 002, "The store"); a data node's event-store writer."""
         path = Path(settings.DATABASES["default"]["NAME"])
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +295,8 @@ class Node:
         if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
             raise BootError(f"store.path: {path}: not writable by this process")
         await sync_to_async(_migrate, thread_sensitive=True)()
-        self.writer = EventStoreWriter()
+        if "data" in self.roles:
+            self.writer = EventStoreWriter()
 
     async def _open_queue(self) -> None:
         """The broker (an embedded one is started here) and the queue on it."""
@@ -310,19 +313,25 @@ class Node:
         self.state.broker_link = "up"
 
     async def _open_coordination(self) -> None:
-        """The coordination store on the stream's own broker, the leases on it, and the records
-        the apps share (dedupe slots, pauses, budget counters)."""
-        from engine.coord.factory import open_coord
+        """The fleet's records on the stream's own broker (durable on every deployment), the
+        leases where `coordination.type` says (their fencing epochs kept with the records), and
+        what the apps share (dedupe slots, pauses, budget counters). The records' connection is
+        watched as the queue's is: closed for good, it stops the node (seed 002, "either one
+        closing for good stops the node")."""
+        from engine.coord.factory import open_coordination
 
         if self.broker is not None:
             url, token = self.broker.client_url, self.broker.token
+            attempts = int(self.broker.listeners_timeout_seconds)  # its own member: gone that long is gone
         else:
-            url, token = self.cfg.stream.url, self.cfg.stream.token
+            url, token, attempts = self.cfg.stream.url, self.cfg.stream.token, -1
         try:
-            self._coord = await open_coord(self.cfg, url=url, token=token)
+            self._coord, self._lease_store = await open_coordination(
+                self.cfg, url=url, token=token, node_id=self.node_id, reconnect_attempts=attempts,
+                on_closed=lambda reason: self._on_queue_fatal(EXIT_FATAL, f"coordination: {reason}"))
         except Exception as exc:
             raise BootError(f"coordination: {exc}") from None
-        self._leases = LeaseManager(self._coord, self.node_id, self.ttl)
+        self._leases = LeaseManager(self._lease_store, self.node_id, self.ttl, epochs=self._coord)
         await self._leases.provision()
         self._dedupe = Dedupe(self._coord, node_id=self.node_id)
         self._pauses = PauseBook(self._coord)
@@ -355,11 +364,20 @@ class Node:
         await ensure_work_queue(self.queue)
 
     async def _take_presence(self) -> None:
-        self.presence = await self.leases.acquire_presence(list(self.roles), list(self.cfg.node.labels))
+        """This node's presence lease, held for the node's life: taken now, and taken again by
+        the keeper whenever it is missed or lost (a stalled loop, a store that did not answer),
+        so /ready recovers without a restart."""
+        labels = list(self.cfg.node.labels)
+        self.presence = await self.leases.acquire_presence(list(self.roles), labels)
         self.state.presence_held = self.presence is not None
         self.keeper = LeaseKeeper(self.leases, on_lost=self._on_lease_lost)
-        if self.presence is not None:
-            self.keeper.add(self.presence)
+        self.keeper.hold(presence_key(self.node_id), data={"roles": list(self.roles), "labels": labels},
+                         lease=self.presence, on_taken=self._presence_taken)
+
+    async def _presence_taken(self, lease: Lease) -> None:
+        self.presence = lease
+        self.state.presence_held = True
+        log.info("presence_lease_retaken", extra={"epoch": lease.epoch})
 
     # -- serving ---------------------------------------------------------------------------
     async def _start_services(self) -> None:
@@ -487,12 +505,12 @@ class Node:
                 company = self.company
                 await _bounded(self._record(OrgStopped(company=company.name if company else "",
                                                        reason=self._stop_reason or "stopped")), bound, "org_stopped")
-        if self._coord is not None:
-            await _bounded(self._coord.close(), bound, "coord_close")
+        for store in {id(s): s for s in (self._lease_store, self._coord) if s is not None}.values():
+            await _bounded(store.close(), bound, "coord_close")
         if self._queue is not None:
             await _bounded(self._queue.close(), bound, "queue_close")
-        if self.broker is not None:
-            await _bounded(self.broker.stop(), self.broker.stop_timeout_seconds + 5, "broker_stop")
+        if self.broker is not None:  # bounded by the broker itself, by what it holds
+            await _bounded(self.broker.stop(), None, "broker_stop")
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close, STEP_SECONDS)
         self.state.broker_link = "down"
@@ -511,8 +529,9 @@ def queue_tuning(env: Mapping[str, str] | None) -> Tuning:
         return Tuning()
 
 
-async def _bounded(awaitable: Awaitable[Any], seconds: float, what: str) -> None:
-    """Await a teardown step for at most `seconds`; a step that fails or overruns is logged."""
+async def _bounded(awaitable, seconds: float | None, what: str) -> None:
+    """Await a teardown step for at most `seconds` (None: the step bounds itself); a step that
+    fails or overruns is logged."""
     try:
         await asyncio.wait_for(awaitable, seconds)
     except TimeoutError:

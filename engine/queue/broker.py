@@ -49,6 +49,11 @@ JETSTREAM_CURRENT_POLL_SECONDS = 0.25  # how often the boot asks whether JetStre
 server_log = logging.getLogger("queue.nats.server")
 
 EXIT_BROKER_DIED = 69          # seed 002: apart from the seat watchdog's 75, so a restart log tells them apart
+# nats-server stops its consumers one after another, and each waits for its file store's
+# flusher in 10 ms sleeps (consumerFileStore.Stop -> waitOnFlusher): measured 10 ms apiece,
+# whatever stream.sync says, so 20,006 consumers take 200 s. 25 ms is that with room for a
+# loaded disk; the stop's bound grows with the count rather than killing a member mid-flush.
+STOP_SECONDS_PER_CONSUMER = 0.025
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024  # seed 002: the largest message the engine sends
 CONFIG_FILE = "nats-server.conf"
 _PR_SET_PDEATHSIG = 1
@@ -207,8 +212,9 @@ class EmbeddedBroker:
     starting_report_seconds: float = 10.0     # the recovery is waited out, reported this often
     listeners_timeout_seconds: float = 30.0   # listeners open in milliseconds; 30 s names a wedge
     jetstream_current_seconds: float = 60.0   # a fresh cluster elects its metadata leader in ~8 s
-    # An orderly shutdown flushes every consumer's state, ~10 ms apiece on a plain disk: a
-    # company's mailboxes take seconds, and a kill part-way leaves a recovery to the next boot.
+    # An orderly shutdown is waited out for this long plus STOP_SECONDS_PER_CONSUMER for every
+    # consumer the member reports holding (see `stop`): a kill part-way leaves a recovery to
+    # the next boot, so only a member that overran even that is killed.
     stop_timeout_seconds: float = 60.0
 
     def __init__(
@@ -338,7 +344,7 @@ class EmbeddedBroker:
         try:
             if store.exists() and not store.is_dir():
                 raise NotADirectoryError(20, "not a directory")
-            store.mkdir(parents=True, exist_ok=True)
+            store.mkdir(mode=0o700, parents=True, exist_ok=True)  # the broker's files are the company's
             for stale in store.glob("nats-server_*.ports"):
                 with contextlib.suppress(OSError):
                     stale.unlink()
@@ -496,15 +502,40 @@ class EmbeddedBroker:
 
     # -- stop -----------------------------------------------------------------------------
     async def stop(self) -> None:
-        """Stop the member in order (its store flushed), killing it if it does not go."""
+        """Stop the member in order (its store flushed). The wait is sized by what it holds:
+        `stop_timeout_seconds` plus STOP_SECONDS_PER_CONSUMER for each consumer it reports, so
+        a company of thousands of mailboxes is waited out rather than killed part-way; only a
+        member that overruns that is killed. Bounded by itself: callers need no timeout."""
         self._stopping = True
         if self._watcher is not None and self._watcher is not asyncio.current_task():
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._watcher
-        await self._kill()
+        consumers = await self.consumer_count() if self.running else 0
+        bound = self.stop_timeout_seconds + STOP_SECONDS_PER_CONSUMER * consumers
+        if self.running:
+            log.info("embedded_broker_stopping", extra={"server": self.server_name, "consumers": consumers,
+                                                        "bound_seconds": round(bound)})
+        await self._kill(bound)
 
-    async def _kill(self) -> None:
+    async def consumer_count(self) -> int:
+        """How many consumers the member holds ($JS.API.INFO), 0 when it does not say."""
+        import nats
+
+        nc = None
+        try:
+            nc = await nats.connect(self.client_url, token=self._token, connect_timeout=2, allow_reconnect=False,
+                                    name=f"crewlet-stop-{self.server_name}", error_cb=_quiet)
+            reply = await nc.request("$JS.API.INFO", b"", timeout=2.0)
+            return max(0, int(json.loads(reply.data or b"{}").get("consumers", 0)))
+        except Exception:  # an answer is an optimisation of the bound; none leaves the base
+            return 0
+        finally:
+            if nc is not None:
+                with contextlib.suppress(Exception):
+                    await nc.close()
+
+    async def _kill(self, bound: float | None = None) -> None:
         self._stopping = True
         proc = self._proc
         if proc is None:
@@ -512,9 +543,7 @@ class EmbeddedBroker:
         if proc.returncode is None:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), self.stop_timeout_seconds)
-            except TimeoutError:
+            if not await self._waited_out(proc, self.stop_timeout_seconds if bound is None else bound):
                 log.warning("embedded_broker_killed", extra={"server": self.server_name})
                 with contextlib.suppress(ProcessLookupError):
                     os.killpg(proc.pid, signal.SIGKILL)
@@ -523,6 +552,22 @@ class EmbeddedBroker:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._reader, 2)
         self._client_url = None
+
+    async def _waited_out(self, proc: asyncio.subprocess.Process, bound: float) -> bool:
+        """Wait up to `bound` for the child to exit, saying so every `starting_report_seconds`
+        (a shutdown of minutes is not a hang); False when it is still running."""
+        began = time.monotonic()
+        while True:
+            left = bound - (time.monotonic() - began)
+            if left <= 0:
+                return proc.returncode is not None
+            try:
+                await asyncio.wait_for(asyncio.shield(proc.wait()), min(left, self.starting_report_seconds))
+                return True
+            except TimeoutError:
+                log.info("embedded_broker_still_stopping", extra={
+                    "server": self.server_name, "elapsed_seconds": round(time.monotonic() - began),
+                    "bound_seconds": round(bound)})
 
 
 async def _quiet(_exc: Exception) -> None:

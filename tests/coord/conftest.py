@@ -12,10 +12,7 @@ import abc
 import asyncio
 import contextlib
 import json
-import os
 import secrets
-import shutil
-import sys
 import time
 from pathlib import Path
 from typing import AsyncIterator
@@ -63,6 +60,14 @@ class Backend(abc.ABC):
     async def outage(self) -> None:
         """Make the store stop answering (the twin closes, the nats-server stops)."""
 
+    async def restart(self) -> None:
+        """Stop the store and start it again on what it kept; `store()` then attaches anew.
+        Only a backend that persists (`persists`) can."""
+        raise NotImplementedError(f"{self.name} keeps nothing past its process")
+
+    #: whether what the store holds survives `restart()`
+    persists: bool = False
+
     async def close(self) -> None:  # noqa: B027  (a backend with nothing to tear down keeps this)
         """Tear down."""
 
@@ -85,19 +90,25 @@ class NatsServer:
     """A nats-server child process: JetStream on, 127.0.0.1, a kernel-picked port, a token.
     The stand-in for engine.queue.broker.EmbeddedBroker (same shape) where that is absent."""
 
-    def __init__(self, store_dir: Path, server_name: str) -> None:
+    def __init__(self, store_dir: Path, server_name: str, port: int = -1) -> None:
         self.store_dir = store_dir
         self.server_name = server_name
+        self.port = port  # -1: the kernel picks; a fixed one lets a client redial the same address
         self.token = secrets.token_hex(16)
         self.client_url = ""
         self._proc: asyncio.subprocess.Process | None = None
 
     async def start(self) -> None:
-        binary = shutil.which("nats-server", path=os.path.dirname(sys.executable)) or "nats-server"
+        from engine.queue.broker import nats_server_binary
+
+        binary = nats_server_binary()
         ports = self.store_dir / "ports"
         ports.mkdir(parents=True, exist_ok=True)
+        for stale in ports.glob("*.ports"):
+            stale.unlink()
+        self.client_url = ""
         self._proc = await asyncio.create_subprocess_exec(
-            binary, "-js", "-sd", str(self.store_dir / "js"), "-a", "127.0.0.1", "-p", "-1",
+            binary, "-js", "-sd", str(self.store_dir / "js"), "-a", "127.0.0.1", "-p", str(self.port),
             "-n", self.server_name, "--auth", self.token, "--ports_file_dir", str(ports),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         give_up = time.monotonic() + WAIT_SECONDS
@@ -126,11 +137,19 @@ def broker(store_dir: Path, server_name: str):
 
 class NatsBackend(Backend):
     name = "embedded-kv"
+    persists = True
 
     def __init__(self, store_dir: Path) -> None:
-        self.server = broker(store_dir, "coord-test")
+        self.store_dir = store_dir
+        self.server = broker(store_dir, "coord-test")  # sync: always, the stream's default
         self.clock = FakeClock()
         self.stores: list = []
+
+    async def restart(self) -> None:
+        """Stop the nats-server in order and start a new one on the same store directory."""
+        await self.server.stop()
+        self.server = broker(self.store_dir, "coord-test")
+        await self.server.start()
 
     async def start(self) -> None:
         await self.server.start()
@@ -154,9 +173,13 @@ class NatsBackend(Backend):
         await self.server.stop()
 
 
-@pytest.fixture(params=["local", "embedded-kv"])
-async def backend(request, tmp_path) -> AsyncIterator[Backend]:
-    if request.param == "local":
+BACKENDS = {"local": LocalBackend, "embedded-kv": NatsBackend}
+PERSISTING = [name for name, cls in BACKENDS.items() if cls.persists]
+
+
+@contextlib.asynccontextmanager
+async def _running(name: str, tmp_path: Path) -> AsyncIterator[Backend]:
+    if name == "local":
         b: Backend = LocalBackend()
     else:
         b = NatsBackend(tmp_path / "stream")
@@ -165,6 +188,20 @@ async def backend(request, tmp_path) -> AsyncIterator[Backend]:
         yield b
     finally:
         await b.close()
+
+
+@pytest.fixture(params=list(BACKENDS))
+async def backend(request, tmp_path) -> AsyncIterator[Backend]:
+    async with _running(request.param, tmp_path) as b:
+        yield b
+
+
+@pytest.fixture(params=PERSISTING)
+async def persisting_backend(request, tmp_path) -> AsyncIterator[Backend]:
+    """Every backend whose records survive a restart of the store (seed 002: the shared
+    records "have to survive a restart as much as a peer")."""
+    async with _running(request.param, tmp_path) as b:
+        yield b
 
 
 @pytest.fixture

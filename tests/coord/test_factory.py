@@ -1,4 +1,5 @@
-"""open_coord: `coordination.type` picks the store; callers get the contract either way."""
+"""open_coordination: the records are on the broker's KV whatever `coordination.type` says;
+the type chooses where the leases live; callers get the contract either way."""
 from __future__ import annotations
 
 from types import SimpleNamespace
@@ -6,7 +7,7 @@ from types import SimpleNamespace
 import pytest
 
 from engine.coord.contract import CoordError, CoordStore
-from engine.coord.factory import lease_ttl_seconds, open_coord
+from engine.coord.factory import lease_ttl_seconds, open_coordination
 from engine.coord.local import LocalCoord
 from engine.coord.natskv import NatsKVCoord
 from tests.coord.conftest import broker
@@ -20,38 +21,60 @@ def _config(kind=None, ttl=None, replicas=None):
                            stream=SimpleNamespace(replicas=replicas))
 
 
-async def test_local_is_the_in_process_twin():
-    store = await open_coord(_config("local"))
-    assert isinstance(store, LocalCoord) and isinstance(store, CoordStore)
-    assert isinstance(await open_coord({"coordination": {"type": "local"}}), LocalCoord)
-    assert isinstance(await open_coord(SimpleNamespace()), LocalCoord)  # the default
+@pytest.fixture
+async def server(tmp_path):
+    s = broker(tmp_path, "factory-test")
+    await s.start()
+    yield s
+    await s.stop()
 
 
-async def test_embedded_kv_rides_the_stream_s_broker(tmp_path):
-    server = broker(tmp_path, "factory-test")
-    await server.start()
-    store = None
+async def test_beside_the_memory_queue_twin_both_are_the_in_process_twin():
+    records, leases = await open_coordination(_config("local"))
+    assert isinstance(records, LocalCoord) and records is leases and isinstance(records, CoordStore)
+    assert isinstance((await open_coordination({"coordination": {"type": "local"}})).records, LocalCoord)
+    assert isinstance((await open_coordination(SimpleNamespace())).records, LocalCoord)  # the default
+
+
+async def test_local_keeps_the_records_on_the_broker_and_only_the_leases_in_process(server):
+    coordination = await open_coordination(_config("local"), url=server.client_url, token=server.token)
     try:
-        store = await open_coord(_config("embedded-kv", replicas=1), url=server.client_url,
-                                 token=server.token)
-        assert isinstance(store, NatsKVCoord)
-        await store.ensure_bucket("crewlet_probe")
-        await store.create("crewlet_probe", "k", b"v")
-        assert (await store.get("crewlet_probe", "k")).value == b"v"
+        assert isinstance(coordination.records, NatsKVCoord)
+        assert isinstance(coordination.leases, LocalCoord)
+        await coordination.records.ensure_bucket("crewlet_probe")
+        await coordination.records.create("crewlet_probe", "k", b"v")
+        assert (await coordination.records.get("crewlet_probe", "k")).value == b"v"
     finally:
-        if store is not None:
-            await store.close()
-        await server.stop()
+        await coordination.close()
+    assert coordination.records.link == coordination.leases.link == "closed"
+
+
+async def test_the_default_type_is_local_with_the_records_on_the_broker(server):
+    coordination = await open_coordination(SimpleNamespace(), url=server.client_url, token=server.token)
+    try:
+        assert isinstance(coordination.records, NatsKVCoord) and isinstance(coordination.leases, LocalCoord)
+    finally:
+        await coordination.close()
+
+
+async def test_embedded_kv_puts_the_leases_on_the_same_kv(server):
+    coordination = await open_coordination(_config("embedded-kv", replicas=1), url=server.client_url,
+                                           token=server.token)
+    try:
+        assert isinstance(coordination.records, NatsKVCoord) and coordination.leases is coordination.records
+        assert coordination.records.link == "up"
+    finally:
+        await coordination.close()
 
 
 async def test_embedded_kv_without_a_broker_url_is_refused_by_name():
     with pytest.raises(CoordError, match="coordination.type: embedded-kv"):
-        await open_coord(_config("embedded-kv"))
+        await open_coordination(_config("embedded-kv"))
 
 
 async def test_an_unknown_type_is_refused_by_name():
     with pytest.raises(CoordError, match="coordination.type: 'redis'"):
-        await open_coord({"coordination": {"type": "redis"}})
+        await open_coordination({"coordination": {"type": "redis"}})
 
 
 def test_the_lease_ttl_comes_from_the_config():

@@ -11,6 +11,7 @@ import pytest
 from engine.coord.contract import Unavailable
 from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import (
+    LEASES_BUCKET,
     LeaseManager,
     duty_key,
     presence_key,
@@ -238,3 +239,47 @@ async def test_a_restarted_node_takes_its_own_lease_back_with_a_larger_epoch(bac
     new = await after.acquire(SEAT)
     assert new is not None and new.epoch > old.epoch
     assert not await before.renew(old) and old.lost  # the previous incarnation's view is stale
+
+
+async def test_a_standing_claim_that_was_lost_is_taken_again_with_a_larger_epoch(backend):
+    a, _ = await _nodes(backend)
+    lost, taken = [], []
+    keeper = LeaseKeeper(a, on_lost=lost.append)
+    presence = await a.acquire_presence(["seats"])
+    keeper.hold(presence_key("node-a"), data={"roles": ["seats"]}, lease=presence, on_taken=taken.append)
+    backend.elapse(TTL / 3)
+    # While the loop stalled its entry lapsed from the store: the renew finds it gone.
+    await a.store.delete(LEASES_BUCKET, presence_key("node-a"))
+    assert await keeper.renew_once() == [presence]
+    assert lost == [presence]
+    assert len(taken) == 1 and taken[0].epoch > presence.epoch  # taken again in the same step
+    again = taken[0]
+    assert keeper.held(presence_key("node-a")) is again and again.is_exclusive(backend.clock())
+    held = await a.holder(presence_key("node-a"))
+    assert (held.holder, held.epoch, held.data["roles"]) == ("node-a", again.epoch, ["seats"])
+
+
+async def test_a_standing_claim_missed_at_boot_is_taken_once_the_holder_lets_go(backend):
+    a, b = await _nodes(backend)
+    squatter = await b.acquire(presence_key("node-a"))  # say, a node that was given our id
+    taken = []
+    keeper = LeaseKeeper(a)
+    keeper.hold(presence_key("node-a"), data={"roles": []}, on_taken=taken.append)
+    assert await keeper.retake_once() == [] and keeper.held(presence_key("node-a")) is None
+    await b.release(squatter)
+    await keeper.renew_once()
+    assert len(taken) == 1 and taken[0].epoch > squatter.epoch
+    keeper.let_go(presence_key("node-a"))
+    await a.store.delete(LEASES_BUCKET, presence_key("node-a"))  # lost again, and no longer claimed
+    taken.clear()
+    assert len(await keeper.renew_once()) == 1
+    assert taken == [] and keeper.held(presence_key("node-a")) is None
+
+
+async def test_a_standing_claim_waits_out_a_store_that_does_not_answer(backend):
+    a, _ = await _nodes(backend)
+    keeper = LeaseKeeper(a)
+    keeper.hold(presence_key("node-a"))
+    await backend.outage()
+    assert await keeper.renew_once() == []  # unanswered: logged, tried again next step
+    assert keeper.held(presence_key("node-a")) is None

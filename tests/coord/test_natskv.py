@@ -59,3 +59,66 @@ async def test_a_stock_kv_client_reads_what_the_store_wrote_and_back(server):
     finally:
         await nc.close()
         await store.close()
+
+
+async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_returns(tmp_path):
+    from engine.coord.contract import Unavailable
+    from tests.coord.conftest import NatsServer
+    from tests.node.harness import free_port
+    from tests.queue.waiting import eventually
+
+    server = NatsServer(tmp_path / "fixed", "natskv-link", port=free_port())
+    await server.start()
+    store = await NatsKVCoord.connect(server.client_url, server.token, timeout=1.0)
+    try:
+        await store.ensure_bucket("crewlet_link")
+        await store.put("crewlet_link", "k", b"v")
+        assert store.link == "up"
+        await server.stop()
+
+        async def down() -> bool:
+            return store.link == "down"
+
+        await eventually(down, message="the link to read down")
+        with pytest.raises(Unavailable):
+            await store.get("crewlet_link", "k")
+        await server.start()  # the same address and store directory
+
+        async def up() -> bool:
+            return store.link == "up"
+
+        await eventually(up, timeout=20, message="the link to come back up")
+        assert (await store.get("crewlet_link", "k")).value == b"v"
+    finally:
+        await store.close()
+        await server.stop()
+    assert store.link == "closed"
+
+
+async def test_a_connection_closed_for_good_is_reported_once_with_its_reason(tmp_path):
+    from tests.coord.conftest import NatsServer
+    from tests.queue.waiting import eventually
+
+    server = NatsServer(tmp_path / "gone", "natskv-gone")
+    await server.start()
+    reasons: list[str] = []
+    store = await NatsKVCoord.connect(server.client_url, server.token, reconnect_attempts=2,
+                                      on_closed=reasons.append)
+    try:
+        await server.stop()
+
+        async def closed() -> bool:
+            return store.link == "closed" and bool(reasons)
+
+        await eventually(closed, timeout=20, message="the client to give up and say so")
+        assert len(reasons) == 1 and reasons[0].startswith("coord: the NATS client closed")
+    finally:
+        await store.close()
+    assert len(reasons) == 1  # our own close is not news
+
+
+async def test_closing_the_store_is_not_reported_as_a_loss(server):
+    reasons: list[str] = []
+    store = await NatsKVCoord.connect(server.client_url, server.token, on_closed=reasons.append)
+    await store.close()
+    assert store.link == "closed" and reasons == []

@@ -40,15 +40,18 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def node_config(home: Path, node_id: str, port: int, *, stream: str | None = None, coordination: str = "local",
-                ttl: int = 45, sweep: float = 0.5, poll: float = 0.5) -> str:
+def node_config(home: Path, node_id: str, port: int, *, stream: str | None = None, coordination: str | None = None,
+                ttl: int | None = None, sweep: float = 0.5, poll: float = 0.5) -> str:
+    """A Tier A file; `coordination` and `ttl` left None leave the block out (the defaults)."""
     stream = stream or f'{{type: embedded, store_dir: "{home / "stream"}"}}'
+    fields = [f"type: {coordination}"] if coordination else []
+    fields += [f"lease_ttl_seconds: {ttl}"] if ttl else []
+    coordination_block = f"coordination: {{{', '.join(fields)}}}\n" if fields else ""
     return f"""
 node: {{id: {node_id}, sweep_seconds: {sweep}, revision_poll_seconds: {poll}}}
 stream: {stream}
 store: {{path: "{home / 'company.db'}"}}
-coordination: {{type: {coordination}, lease_ttl_seconds: {ttl}}}
-secrets: {{active_key_id: k1, keys: [{{id: k1, material: "{KEY}"}}]}}
+{coordination_block}secrets: {{active_key_id: k1, keys: [{{id: k1, material: "{KEY}"}}]}}
 api:
   host: 127.0.0.1
   port: {port}
@@ -69,6 +72,7 @@ class NodeProcess:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
+    program: str = "manage.py"  # a benchmark may start the node through a launcher of its own
 
     @property
     def base(self) -> str:
@@ -82,7 +86,7 @@ class NodeProcess:
 
     def start(self, *args: str, company: str | None = COMPANY, env: dict | None = None, **config) -> "NodeProcess":
         config_path = self.write(**config)
-        argv = [sys.executable, "manage.py", "crewlet_node", "--config", str(config_path), *args]
+        argv = [sys.executable, self.program, "crewlet_node", "--config", str(config_path), *args]
         if company is not None:
             company_path = self.home / "company.yaml"
             company_path.write_text(company)
@@ -101,6 +105,13 @@ class NodeProcess:
     def put(self, path: str, body: bytes, token: str | None = ADMIN) -> tuple[int, dict | None, Message]:
         request = urllib.request.Request(self.base + path, data=body, method="PUT")
         request.add_header("Content-Type", "application/yaml")
+        if token:
+            request.add_header("Authorization", f"Bearer {token}")
+        return self._send(request, 10.0)
+
+    def post(self, path: str, body: dict, token: str | None = ADMIN) -> tuple[int, dict | None, Message]:
+        request = urllib.request.Request(self.base + path, data=json.dumps(body).encode(), method="POST")
+        request.add_header("Content-Type", "application/json")
         if token:
             request.add_header("Authorization", f"Bearer {token}")
         return self._send(request, 10.0)

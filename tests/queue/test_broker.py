@@ -312,3 +312,34 @@ async def test_a_route_port_taken_after_the_probe_is_refused_with_the_systems_re
         if b.pid is not None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(b.pid, signal.SIGKILL)  # the grabber shares the stand-in's process group
+
+
+async def test_a_broker_holding_many_mailboxes_is_stopped_in_order_never_killed(tmp_path, caplog):
+    # nats-server takes ~10 ms a consumer to stop; 400 of them outlast a 1 s base bound, which
+    # the per-consumer allowance (the product's own) stretches rather than killing the member.
+    from engine.queue import topics
+    from engine.queue.jetstream import JetStreamQueue
+
+    b = EmbeddedBroker(store_dir=str(tmp_path / "stream"), server_name="test-node")
+    b.stop_timeout_seconds = 1.0
+    await b.start()
+    proc = b._proc
+    queue = await JetStreamQueue.connect(b.client_url, token=b.token, node_id="test-node")
+    try:
+        gate = asyncio.Semaphore(8)
+
+        async def mailbox(i: int) -> None:
+            async with gate:
+                await queue.ensure_subscription(topics.agent_inbox(f"a{i:03d}"), topics.inbox_group(f"a{i:03d}"))
+
+        await asyncio.gather(*(mailbox(i) for i in range(400)))
+    finally:
+        await queue.close()
+    assert await b.consumer_count() == 400
+    with caplog.at_level(logging.INFO, logger="queue.jetstream"):
+        await b.stop()
+    said = [r.getMessage() for r in caplog.records]
+    assert "embedded_broker_killed" not in said
+    stopping = next(r for r in caplog.records if r.getMessage() == "embedded_broker_stopping")
+    assert stopping.consumers == 400 and stopping.bound_seconds >= 10
+    assert proc.returncode == 0  # nats-server's own orderly exit, not a SIGKILL

@@ -44,10 +44,12 @@ async def test_a_seat_absent_for_the_horizon_loses_its_mailboxes_and_their_mail(
     assert await duty.sweep_once() == []
     await node.queue.publish(topics.agent_inbox("bob"), mail("never read", handle="bob"))
     node.company = company(agents=("alice",))  # a revision removed bob
+    clock.now += 60
+    assert await duty.sweep_once() == []  # the next sweep finds bob absent: his clock starts
     clock.now += DAY / 2
     assert await duty.sweep_once() == []  # half a day absent: kept
     assert await _mailboxes(node.queue) == {"alice", "bob"}
-    clock.now += DAY / 2 + 1
+    clock.now += DAY / 2
     assert await duty.sweep_once() == ["bob"]
     assert await _mailboxes(node.queue) == {"alice"}
 
@@ -93,3 +95,46 @@ async def test_only_one_node_runs_the_duty(backend):
         await second.stop(cut=False)
     assert await second.hold_duty()
     await second.stop(cut=False)
+
+
+async def test_a_steady_company_costs_no_write_per_sweep(backend):
+    from seats.duties import seen_key
+    from seats.pauses import SEATS_BUCKET
+
+    clock = Clock()
+    node = await _node(backend, clock)
+    duty = MaintenanceDuty(node, sweep_seconds=1, retire_after_seconds=DAY, clock=clock)
+    await duty.sweep_once()
+    recorded = {h: (await node.coord.get(SEATS_BUCKET, seen_key(h))).revision for h in ("alice", "bob")}
+    for _ in range(3):
+        clock.now += 60
+        await duty.sweep_once()
+    assert {h: (await node.coord.get(SEATS_BUCKET, seen_key(h))).revision for h in ("alice", "bob")} == recorded
+
+
+async def test_the_retirement_clock_is_the_store_s_so_a_new_holder_keeps_it(backend):
+    clock = Clock()
+    node = await _node(backend, clock)
+    first = MaintenanceDuty(node, sweep_seconds=1, retire_after_seconds=DAY, clock=clock)
+    await first.sweep_once()
+    node.company = company(agents=("alice",))
+    clock.now += 60
+    await first.sweep_once()  # bob's clock starts
+    clock.now += DAY + 1
+    restarted = MaintenanceDuty(node, sweep_seconds=1, retire_after_seconds=DAY, clock=clock)  # a node restarted
+    assert await restarted.sweep_once() == ["bob"]
+
+
+async def test_a_reverted_company_of_many_seats_is_cleared_in_one_sweep(backend):
+    clock = Clock()
+    many = tuple(f"a{i:03d}" for i in range(150))
+    node = await _node(backend, clock, agents=("alice",) + many)
+    duty = MaintenanceDuty(node, sweep_seconds=1, retire_after_seconds=DAY, clock=clock)
+    await duty.sweep_once()
+    node.company = company(agents=("alice",))  # the revert
+    clock.now += 60
+    assert await duty.sweep_once() == []
+    clock.now += DAY
+    assert await duty.sweep_once() == sorted(many)
+    assert await _mailboxes(node.queue) == {"alice"}
+    assert await duty.sweep_once() == []

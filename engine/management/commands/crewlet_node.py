@@ -98,6 +98,22 @@ class Command(BaseCommand):
             log.warning(name, extra=fields)
         for advisory in node_advisories(cfg):
             log.warning("config_advisory", extra={"config": "bootstrap", "detail": advisory})
+        # One owner per store: refused here, before a port is bound or a file opened.
+        from django.conf import settings as django_settings
+
+        from engine.node import storelock
+
+        try:
+            locks = storelock.claim_node_stores(cfg, django_settings.DATABASES["default"]["NAME"])
+        except storelock.StoreLockError as exc:
+            log.error("store_lock_refused", extra={"error": str(exc)})
+            return self.fail(str(exc), exc.exit_code)
+        try:
+            return self.serve_node(opts, cfg, roles, application)
+        finally:
+            storelock.release_all(locks)
+
+    def serve_node(self, opts, cfg, roles, application) -> int:
         host = opts["api_host"] if opts["api_host"] is not None else cfg.api.host
         port = opts["api_port"] if opts["api_port"] is not None else cfg.api.port
         if not 0 <= port <= 65535:
