@@ -319,12 +319,13 @@ async def test_a_broker_holding_many_mailboxes_is_stopped_in_order_never_killed(
     # the per-consumer allowance (the product's own) stretches rather than killing the member.
     from engine.queue import topics
     from engine.queue.jetstream import JetStreamQueue
+    from engine.queue.jetstream_connection import Dial
 
     b = EmbeddedBroker(store_dir=str(tmp_path / "stream"), server_name="test-node")
     b.stop_timeout_seconds = 1.0
     await b.start()
     proc = b._proc
-    queue = await JetStreamQueue.connect(b.client_url, token=b.token, node_id="test-node")
+    queue = await JetStreamQueue.connect(Dial(b.client_url, token=b.token), node_id="test-node")
     try:
         gate = asyncio.Semaphore(8)
 
