@@ -30,7 +30,7 @@ from dashboard import projection as live
 from dashboard import queries
 from dashboard import seatpage
 from engine import revisions, runtime
-from engine.api import redact
+from engine.config.secretfields import redact_document as redact
 from events import categories
 from events.queries import EventQueryError, get_event, trace as trace_events
 

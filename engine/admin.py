@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from engine import runtime
-from engine.api import redact
+from engine.config.secretfields import redact_document as redact
 from engine.config import ConfigError, parse_company
 from engine.models import CompanyRevision
 from events.admin import ReadOnlyAdmin
@@ -44,7 +44,7 @@ class CompanyRevisionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="document (secret literals redacted)")
     def document_redacted(self, obj: CompanyRevision) -> str:
-        return format_html('<pre style="white-space: pre-wrap; max-width: 100%;">{}</pre>', redact(obj.document))
+        return format_html('<pre class="crewlet-document">{}</pre>', redact(obj.document))
 
     @admin.action(description="Activate this revision (on every node)", permissions=("activate",))
     def activate_revision(self, request, queryset) -> None:

@@ -3,12 +3,14 @@
 node converges with no restart).
 
 PUT validates first (422 naming the field), then activates on the fleet's pointer; the
-revision row and `config_revision_activated` follow, and every node applies it. A document
-literal that is a secret (not a `${VAR}` reference) is never shown back.
+revision row and `config_revision_activated` follow, and every node applies it. The document
+is read off the event loop, within the YAML depth and alias budget, and its `${VAR}`
+references expand only as `secretfields.api_references` allows. A secret field's value is
+never shown back (`secretfields.redact_document`, the one redaction every rendering uses).
 """
 from __future__ import annotations
 
-import re
+import asyncio
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
@@ -17,22 +19,13 @@ from ninja.errors import HttpError
 
 from crewlet_site.auth import TokenAuth
 from engine import revisions, runtime
-from engine.config import ConfigError, parse_company
+from engine.config import Company, ConfigError, parse_company
+from engine.config.secretfields import api_references, node_secrets, redact_document
 
 router = Router(tags=["config"])
 
-MAX_DOCUMENT_BYTES = 1024 * 1024
-_SECRET_LINE = re.compile(r"^(\s*-?\s*(?:[A-Za-z_]*secret|[A-Za-z_]*token|api_key|password)\s*:\s*)(.+)$", re.M)
-
-
-def redact(document: str) -> str:
-    """Hide secret literals; a `${VAR}` reference is kept, since it names no secret."""
-
-    def hide(match: re.Match) -> str:
-        value = match.group(2).strip().strip("\"'")
-        return match.group(0) if value.startswith("${") else f"{match.group(1)}\"[redacted]\""
-
-    return _SECRET_LINE.sub(hide, document)
+MAX_DOCUMENT_BYTES = 1024 * 1024  # engine.gate refuses a larger PUT /config before it is read
+redact = redact_document
 
 
 def _revision(row) -> dict:
@@ -73,8 +66,10 @@ async def put_config(request: HttpRequest):
     except UnicodeDecodeError:
         raise HttpError(422, "body: the company document must be UTF-8 YAML") from None
     node = runtime.current()
+    policy = api_references(Company, node_secrets(node.cfg if node is not None else None))
     try:
-        company = parse_company(text, env=node.env if node is not None else None)
+        company = await asyncio.to_thread(parse_company, text, env=node.env if node is not None else None,
+                                          references=policy)
     except ConfigError as exc:
         raise HttpError(422, "; ".join(p.removeprefix("config: ") for p in exc.problems) or str(exc)) from None
     if node is None or node.stopping:
