@@ -8,29 +8,19 @@ logged: a refusal is logged by the token's id and the route.
 """
 from __future__ import annotations
 
-import hashlib
-import hmac
 import logging
-from typing import Any, Iterable
+from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
+from engine import tokens
+
 log = logging.getLogger("api.auth")
 
-GRANTS = ("admin", "read")
-
-
-def _secret(value: Any) -> str:
-    if hasattr(value, "get_secret_value"):
-        value = value.get_secret_value()
-    return value if isinstance(value, str) else ""
-
-
-def _grant_names(grants: Iterable[Any] | None) -> set[str]:
-    return {str(getattr(g, "value", g)) for g in grants or ()}
+GRANTS = tokens.GRANTS
 
 
 def configured_tokens() -> list[Any]:
@@ -40,22 +30,9 @@ def configured_tokens() -> list[Any]:
     return list(getattr(auth, "tokens", None) or ())
 
 
-def _digest(text: str) -> bytes:
-    # Compare digests, not the strings: compare_digest is constant-time only for equal
-    # lengths, and a digest makes every candidate the same length.
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
-
-
 def match_token(presented: str) -> Any | None:
-    """The configured token equal to `presented`, comparing against every one of them."""
-    offered = _digest(presented)
-    found = None
-    for entry in configured_tokens():
-        secret = _secret(getattr(entry, "token", None))
-        # No early exit: every configured token is compared, whichever one matches.
-        if hmac.compare_digest(offered, _digest(secret)) and secret and found is None:
-            found = entry
-    return found
+    """The configured token equal to `presented` (engine.tokens, the check every door uses)."""
+    return tokens.match_token(configured_tokens(), presented)
 
 
 class TokenAuth(HttpBearer):
@@ -70,19 +47,15 @@ class TokenAuth(HttpBearer):
     def __call__(self, request: HttpRequest) -> str | None:
         # Parsed here rather than by HttpBearer, which logs a malformed header (and the
         # token inside it) when DEBUG is on.
-        scheme, _, token = (request.headers.get(self.header) or "").partition(" ")
-        if scheme.lower() != self.openapi_scheme or not token.strip():
-            return None
-        return self.authenticate(request, token.strip())
+        token = tokens.bearer(request.headers.get(self.header))
+        return None if token is None else self.authenticate(request, token)
 
     def authenticate(self, request: HttpRequest, token: str) -> str | None:
         entry = match_token(token or "")
         if entry is None:
             return None  # ninja raises AuthenticationError: 401 naming the Authorization header
-        granted = _grant_names(getattr(entry, "grants", None))
-        allowed = {"admin"} if self.grant == "admin" else {"admin", "read"}
         token_id = str(getattr(entry, "id", ""))
-        if not granted & allowed:
+        if not tokens.admits(entry, self.grant):
             log.warning("api_token_refused", extra={"token_id": token_id, "path": request.path, "needs": self.grant})
             raise HttpError(403, f"{request.path}: the token {token_id!r} lacks a grant this route needs; it needs the {self.grant} grant")
         return token_id

@@ -144,6 +144,11 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             await self.send_json({"type": "error", "id": None, "status": 400, "detail": "frame: expected a JSON object"})
             return
+        except RecursionError:  # nested past the JSON reader's bound: answered, the socket kept
+            log.info("stream_frame_refused", extra={"why": "too deep"})
+            await self.send_json({"type": "error", "id": None, "status": 400,
+                                  "detail": "frame: nested too deep; a query is a flat JSON object"})
+            return
         await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:

@@ -3,15 +3,24 @@ when the webhook posts `application/x-www-form-urlencoded`), `post_id` is the de
 channel + thread root keys as Slack's do (seed 000, "Inbox Batching & Coalescing"; "Distributed
 Tracing": a chat parser's own filtering is logged as `mattermost_post_skipped`).
 
+The token is checked before the body is parsed: a bounded scan finds the `token` field's
+candidates (a regular expression over the bytes, linear in the body, no objects built), and a
+body without the right one is refused naming `token`; only a delivery that carries it is
+parsed, the parse bounded (MAX_FORM_FIELDS, the JSON reader's depth) and the parsed `token`
+compared again. The recorded and queued body has its token removed (`scrubbed`): a delivery
+record is served to read-only readers.
+
 Who a post reaches: the usernames it @-mentions and, in a DM (`channel_type` D or G, or a
 `<id>__<id>` channel name), the other party, through `integrations.mattermost.users` (user name
 or user id -> seat handle or role).
 """
 from __future__ import annotations
 
+import hmac
+import json
 import re
 from typing import Any, Mapping
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote_plus
 
 from notify.sources.base import (
     Address,
@@ -32,6 +41,33 @@ from notify.sources.chat import chat_keys
 MENTION = re.compile(r"(?<![\w@])@([a-z0-9][a-z0-9._-]*[a-z0-9_])", re.I)
 DM_NAME = re.compile(r"^([a-z0-9]{26})__([a-z0-9]{26})$")
 LOG_EVENT = "mattermost_post_skipped"
+# An outgoing webhook's form has about fifteen fields; a form of thousands is not Mattermost.
+MAX_FORM_FIELDS = 256
+# Candidates for the token, found without parsing: `token=<value>` as a form field, and a JSON
+# string under a "token" key (any depth: a candidate still has to equal the secret, and the
+# parsed top-level field is compared again). Token values are short; 1,024 bounds the scan.
+_FORM_TOKEN = re.compile(rb"(?:^|&)token=([^&]{0,1024})")
+_JSON_TOKEN = re.compile(rb'"token"\s*:\s*("(?:[^"\\]|\\.){0,1024}")')
+_FORM_TOKEN_FIELD = re.compile(rb"(?:^|&)token=[^&]*")
+
+
+def is_form(headers: Mapping[str, str]) -> bool:
+    return "x-www-form-urlencoded" in header(headers, "Content-Type").lower()
+
+
+def token_candidates(headers: Mapping[str, str], body: bytes) -> list[str]:
+    """Every value the body offers as its token, found by a bounded scan (nothing parsed)."""
+    if is_form(headers):
+        return [unquote_plus(m.group(1).decode("latin-1")) for m in _FORM_TOKEN.finditer(body)]
+    out = []
+    for match in _JSON_TOKEN.finditer(body):
+        try:
+            value = json.loads(match.group(1))
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(value, str):
+            out.append(value)
+    return out
 
 
 class Mattermost(BaseSource):
@@ -42,20 +78,39 @@ class Mattermost(BaseSource):
     kept_headers = ("User-Agent", "Content-Type")
 
     def decode(self, headers: Mapping[str, str], body: bytes) -> Any:
-        if "x-www-form-urlencoded" in header(headers, "Content-Type").lower():
+        if is_form(headers):
             try:
-                form = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=bool(body))
-            except (ValueError, UnicodeDecodeError) as exc:
+                form = parse_qs(body.decode("utf-8"), keep_blank_values=True, strict_parsing=bool(body),
+                                max_num_fields=MAX_FORM_FIELDS)
+            except UnicodeDecodeError as exc:
+                raise PayloadError(f"body: not a form ({exc})") from None
+            except ValueError as exc:
+                if "Max number of fields" in str(exc):
+                    raise PayloadError(f"body: a form of more than {MAX_FORM_FIELDS} fields is not an outgoing "
+                                       "webhook's") from None
                 raise PayloadError(f"body: not a form ({exc})") from None
             return {k: v[-1] for k, v in form.items()}
         return decode_json(body)
 
     def verify(self, secret: bytes, headers: Mapping[str, str], body: bytes, now: float) -> None:
+        candidates = token_candidates(headers, body)
+        if not candidates:
+            raise SignatureError("token", "missing; the delivery must carry the integration's token")
+        if not any(hmac.compare_digest(secret, c.encode()) for c in candidates):
+            raise SignatureError("token", "does not match the integration's token")
+        # The sender knows the token: parse (bounded) and compare the field itself.
         try:
             given = self.decode(headers, body).get("token")
         except PayloadError:
             raise SignatureError("token", "unreadable: the body carries no token field this node can read") from None
         check_token(secret, str(given or ""), "token")
+
+    def scrubbed(self, headers: Mapping[str, str], body: bytes, payload: Any) -> bytes:
+        """The body without its token: no delivery record or queued copy keeps the credential."""
+        if is_form(headers):
+            kept = _FORM_TOKEN_FIELD.sub(b"", body)
+            return kept.lstrip(b"&")
+        return json.dumps({k: v for k, v in payload.items() if k != "token"}).encode()
 
     def delivery_id(self, headers: Mapping[str, str], payload: Any, body: bytes) -> str:
         return str(payload.get("post_id") or "") or body_digest(body)
