@@ -13,7 +13,10 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 log = logging.getLogger("api")
 
-api = NinjaAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api")
+from engine.browser import docs_page  # noqa: E402
+
+api = NinjaAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api",
+               docs=docs_page())
 
 
 def _field(loc) -> str:
