@@ -12,8 +12,9 @@ authentication runs, so a 1 GiB upload to `POST /seats/alice/tasks` without a to
                                                reading; by counting, for a chunked body)
   otherwise                                    the request, its body (at most the cap) replayed
 
-A refusal with a body still on the wire closes the connection (`connection: close`), so the
-rest is never read. The grant a route needs (read or admin) stays the route's own check
+A refusal with a body still on the wire reads and drops it up to DRAIN_LIMIT_BYTES first, so an
+ordinary client that writes its whole body before reading sees the answer; past that the
+connection ends with the answer (`connection: close`) and the rest is never read. The grant a route needs (read or admin) stays the route's own check
 (`crewlet_site.auth.TokenAuth`); both ask `engine.tokens.match_token`. Webhooks pass through
 untouched: the edge (`notify.asgi`) has its own 8 MiB cap and checks each vendor's signature.
 """
@@ -40,6 +41,8 @@ DEFAULT_BODY_CAP = 1024 * 1024
 BODY_CAPS: tuple[tuple[str, re.Pattern, int], ...] = (
     ("PUT", re.compile(r"^/config/?$"), 1024 * 1024),
 )
+# 16 MiB: read and dropped in well under a millisecond a mebibyte; a larger body is cut off.
+DRAIN_LIMIT_BYTES = 16 * 1024 * 1024
 UNAUTHENTICATED = "Authorization: a bearer token from api.auth.tokens is required"
 
 TokenSource = Callable[[], Iterable[Any]]
@@ -78,6 +81,8 @@ class RequestGate:
         if self.is_api(path):
             token = api_tokens.bearer(headers.get("authorization"))
             if token is None or api_tokens.match_token(self.tokens(), token) is None:
+                if body_expected:
+                    await _drain(receive, headers)
                 return await _refuse(send, 401, UNAUTHENTICATED, close=body_expected)
         cap = self.cap_for(method, path)
         raw_length = headers.get("content-length")
@@ -87,11 +92,13 @@ class RequestGate:
                 return await _refuse(send, 400, f"Content-Length: expected a whole number of bytes, got {raw_length[:32]!r}",
                                      close=True)
             if int(raw_length) > cap:
+                await _drain(receive, headers)
                 return await self._too_large(send, method, path, cap)
         if not body_expected:
             return await self.app(scope, receive, send)
         body, over = await _read(receive, cap)
         if over:
+            await _drain(receive, headers, already=cap)
             return await self._too_large(send, method, path, cap)
         return await self.app(scope, _replay(body, receive), send)
 
@@ -122,6 +129,22 @@ async def _read(receive, cap: int) -> tuple[bytes, bool]:
         chunks.append(chunk)
         if not message.get("more_body"):
             return b"".join(chunks), False
+
+
+async def _drain(receive, headers: dict[str, str], already: int = 0) -> None:
+    """Read and drop a refused body when it is at most DRAIN_LIMIT_BYTES (declared, or counted
+    for a chunked one); a larger one is left unread for the closing answer to cut off."""
+    declared = headers.get("content-length", "")
+    if declared.strip().isdigit() and int(declared) > DRAIN_LIMIT_BYTES:
+        return
+    size = already
+    while size <= DRAIN_LIMIT_BYTES:
+        message = await receive()
+        if message["type"] != "http.request":
+            return
+        size += len(message.get("body", b""))
+        if not message.get("more_body"):
+            return
 
 
 def _replay(body: bytes, receive):

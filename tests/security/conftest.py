@@ -32,3 +32,65 @@ def still_ready(node: NodeProcess) -> None:
 
 def no_traceback(node: NodeProcess) -> None:
     assert "Traceback" not in node.log_text(), node.log_text()[-5000:]
+
+
+def make_user(node: NodeProcess, username: str, password: str) -> None:
+    """A superuser in the node's own store (manage.py createsuperuser against its config)."""
+    import subprocess
+    import sys
+
+    from tests.node.harness import ROOT, clean_env
+
+    env = {**clean_env(), "CREWLET_CONFIG": str(node.home / "crewlet.yaml"), "DJANGO_SUPERUSER_USERNAME": username,
+           "DJANGO_SUPERUSER_PASSWORD": password, "DJANGO_SUPERUSER_EMAIL": f"{username}@example.com"}
+    made = subprocess.run([sys.executable, "manage.py", "createsuperuser", "--noinput"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert made.returncode == 0, made.stderr
+
+
+class Session:
+    """A browser's cookies and forms over urllib: enough to sign in and read a page."""
+
+    def __init__(self, base: str, headers: dict | None = None) -> None:
+        import http.cookiejar
+        import urllib.request
+
+        self.base = base
+        self.headers = headers or {}
+        self.jar = http.cookiejar.CookieJar()
+        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
+
+    def cookie(self, suffix: str) -> str:
+        return next((c.value for c in self.jar if c.name.endswith(suffix)), "")
+
+    def request(self, method: str, path: str, form: dict | None = None, headers: dict | None = None):
+        """(status, headers, text); redirects are returned, not followed."""
+        import urllib.error
+        import urllib.parse
+        import urllib.request
+
+        data = urllib.parse.urlencode(form).encode() if form is not None else None
+        request = urllib.request.Request(self.base + path, data=data, method=method,
+                                         headers={**self.headers, **(headers or {})})
+        if data is not None:
+            request.add_header("Content-Type", "application/x-www-form-urlencoded")
+        try:
+            with self.opener.open(request, timeout=30) as response:
+                return response.status, response.headers, response.read().decode("utf-8", "replace")
+        except urllib.error.HTTPError as err:
+            return err.code, err.headers, err.read().decode("utf-8", "replace")
+
+    def sign_in(self, username: str, password: str, path: str = "/dashboard/login/", headers: dict | None = None):
+        """POST the sign-in form (after GET for its CSRF cookie); (status, headers, text)."""
+        self.request("GET", path, headers=headers)
+        token = self.cookie("csrftoken")
+        return self.request("POST", path, {"username": username, "password": password, "csrfmiddlewaretoken": token},
+                            headers=headers)
+
+
+import urllib.request as _urllib_request  # noqa: E402
+
+
+class _NoRedirect(_urllib_request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
