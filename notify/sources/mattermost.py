@@ -98,11 +98,12 @@ class Mattermost(BaseSource):
             raise SignatureError("token", "missing; the delivery must carry the integration's token")
         if not any(hmac.compare_digest(secret, c.encode()) for c in candidates):
             raise SignatureError("token", "does not match the integration's token")
-        # The sender knows the token: parse (bounded) and compare the field itself.
+        # The sender knows the token: parse (bounded) and compare the field itself. A body that
+        # carries it yet cannot be parsed is the edge's 400 (its decode refuses it next).
         try:
             given = self.decode(headers, body).get("token")
         except PayloadError:
-            raise SignatureError("token", "unreadable: the body carries no token field this node can read") from None
+            return
         check_token(secret, str(given or ""), "token")
 
     def scrubbed(self, headers: Mapping[str, str], body: bytes, payload: Any) -> bytes:
