@@ -69,9 +69,10 @@ def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]],
     `sock` when given; return main's exit code once it and the listener are done. Without a
     socket (`api.port: 0`) there is nothing to serve. `extra` sockets (the api.public listener)
     are served by the same `app`, which tells them apart by the local port in each request's
-    scope."""
+    scope. `trusted_proxies` (addresses or CIDR blocks) may set the client and the scheme
+    through X-Forwarded-For and X-Forwarded-Proto."""
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        return runner.run(_serve_and_run(app, sock, main, extra))
+        return runner.run(_serve_and_run(app, sock, main, extra, tuple(trusted_proxies)))
 
 
 def loop_factory():

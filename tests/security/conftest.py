@@ -49,19 +49,19 @@ def make_user(node: NodeProcess, username: str, password: str) -> None:
 
 
 class Session:
-    """A browser's cookies and forms over urllib: enough to sign in and read a page."""
+    """A browser's cookies and forms over urllib: enough to sign in and read a page. Cookies
+    are kept by hand and sent whatever their Secure flag, as a TLS proxy in front would."""
 
     def __init__(self, base: str, headers: dict | None = None) -> None:
-        import http.cookiejar
         import urllib.request
 
         self.base = base
         self.headers = headers or {}
-        self.jar = http.cookiejar.CookieJar()
-        self.opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(self.jar), _NoRedirect())
+        self.cookies: dict[str, str] = {}
+        self.opener = urllib.request.build_opener(_NoRedirect())
 
     def cookie(self, suffix: str) -> str:
-        return next((c.value for c in self.jar if c.name.endswith(suffix)), "")
+        return next((v for k, v in self.cookies.items() if k.endswith(suffix)), "")
 
     def request(self, method: str, path: str, form: dict | None = None, headers: dict | None = None):
         """(status, headers, text); redirects are returned, not followed."""
@@ -70,15 +70,21 @@ class Session:
         import urllib.request
 
         data = urllib.parse.urlencode(form).encode() if form is not None else None
-        request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={**self.headers, **(headers or {})})
+        sent = {**self.headers, **(headers or {})}
+        if self.cookies:
+            sent["Cookie"] = "; ".join(f"{k}={v}" for k, v in self.cookies.items())
+        request = urllib.request.Request(self.base + path, data=data, method=method, headers=sent)
         if data is not None:
             request.add_header("Content-Type", "application/x-www-form-urlencoded")
         try:
             with self.opener.open(request, timeout=30) as response:
-                return response.status, response.headers, response.read().decode("utf-8", "replace")
+                status, got, text = response.status, response.headers, response.read().decode("utf-8", "replace")
         except urllib.error.HTTPError as err:
-            return err.code, err.headers, err.read().decode("utf-8", "replace")
+            status, got, text = err.code, err.headers, err.read().decode("utf-8", "replace")
+        for cookie in got.get_all("Set-Cookie") or []:
+            name, _, rest = cookie.partition("=")
+            self.cookies[name.strip()] = rest.split(";", 1)[0]
+        return status, got, text
 
     def sign_in(self, username: str, password: str, path: str = "/dashboard/login/", headers: dict | None = None):
         """POST the sign-in form (after GET for its CSRF cookie); (status, headers, text)."""
@@ -94,3 +100,17 @@ import urllib.request as _urllib_request  # noqa: E402
 class _NoRedirect(_urllib_request.HTTPRedirectHandler):
     def redirect_request(self, *args, **kwargs):
         return None
+
+
+class ProxiedNode(NodeProcess):
+    """A node reached at `external_url` through a TLS-terminating proxy at `trusted_proxies`."""
+
+    external_url: str = "https://crewlet.example"
+    trusted_proxies: tuple[str, ...] = ()
+
+    def write(self, **config):
+        path = super().write(**config)
+        text = path.read_text().replace(f'external_url: "http://127.0.0.1:{self.port}"',
+                                        f'external_url: "{self.external_url}"\n  trusted_proxies: {list(self.trusted_proxies)}')
+        path.write_text(text)
+        return path
