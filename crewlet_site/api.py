@@ -27,6 +27,8 @@ def _field(loc) -> str:
 @api.exception_handler(ValidationError)
 def _validation(request: HttpRequest, exc: ValidationError):
     problems = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors]
+    log.info("api_request_refused", extra={"path": request.path, "status": 422, "fields": ",".join(
+        _field(e.get("loc", ())) for e in exc.errors)})
     return api.create_response(request, {"detail": "; ".join(problems) or "invalid request"}, status=422)
 
 
@@ -41,6 +43,8 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError):
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError):
+    if exc.status_code in (400, 413, 422):  # bad input: one line naming the route, never a traceback
+        log.info("api_request_refused", extra={"path": request.path, "status": exc.status_code})
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 

@@ -178,4 +178,5 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
         await self.send(text_data=encode({"type": "answer", "id": ident, "query": name, "result": result}))
 
     async def _error(self, ident: Any, name: str, status: int, detail: str) -> None:
+        log.info("stream_query_refused", extra={"query": name, "status": status})
         await self.send(text_data=encode({"type": "error", "id": ident, "query": name, "status": status, "detail": detail}))

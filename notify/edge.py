@@ -126,6 +126,7 @@ async def _accept(node: Any, source: Any, headers: Mapping[str, str], body: byte
     try:
         payload = source.decode(headers, body)
     except PayloadError as exc:
+        log.info("webhook_unreadable", extra={"source": name, "why": exc.detail})
         skip = skips.skip_event(skips.PAYLOAD_UNREADABLE, exc.detail, trace, source=name, about=body_digest(body),
                                 event_kind="unknown")
         await _record(node, skip)

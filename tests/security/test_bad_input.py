@@ -100,3 +100,10 @@ def test_a_pasted_trace_id_that_is_a_path_is_a_400_naming_it(node):
     assert text.startswith("trace_id: expected a trace id")
     still_ready(node)
     no_traceback(node)
+
+
+def test_each_refusal_above_logged_one_line_naming_it(node):
+    said = {line.get("msg") for line in node.log_lines()}
+    assert {"webhook_refused", "webhook_unreadable", "api_request_refused", "stream_query_refused",
+            "stream_frame_refused", "dashboard_bad_input"} <= said
+    no_traceback(node)
