@@ -43,24 +43,46 @@ DM_NAME = re.compile(r"^([a-z0-9]{26})__([a-z0-9]{26})$")
 LOG_EVENT = "mattermost_post_skipped"
 # An outgoing webhook's form has about fifteen fields; a form of thousands is not Mattermost.
 MAX_FORM_FIELDS = 256
-# Candidates for the token, found without parsing: `token=<value>` as a form field, and a JSON
-# string under a "token" key (any depth: a candidate still has to equal the secret, and the
-# parsed top-level field is compared again). Token values are short; 1,024 bounds the scan.
-_FORM_TOKEN = re.compile(rb"(?:^|&)token=([^&]{0,1024})")
-_JSON_TOKEN = re.compile(rb'"token"\s*:\s*("(?:[^"\\]|\\.){0,1024}")')
-_FORM_TOKEN_FIELD = re.compile(rb"(?:^|&)token=[^&]*")
+# Candidates for the token, found without parsing: `token=<value>` as a form field (bytes.find,
+# about 6 ms over 8 MiB, where a regular expression anchored on `^|&` took 186 ms), and a JSON
+# string under a "token" key (a literal-prefixed pattern: 7 ms over 8 MiB). Any depth: a
+# candidate still has to equal the secret, and the parsed top-level field is compared again.
+# Token values are short (1,024 bounds each), and a body offering more than MAX_CANDIDATES is
+# not Mattermost's (its form names the field once; a value's own '=' arrives as %3D).
+MAX_TOKEN_BYTES = 1024
+MAX_CANDIDATES = 16
+_JSON_TOKEN = re.compile(rb'"token"\s*:\s*("(?:[^"\\]|\\.){0,%d}")' % MAX_TOKEN_BYTES)
 
 
 def is_form(headers: Mapping[str, str]) -> bool:
     return "x-www-form-urlencoded" in header(headers, "Content-Type").lower()
 
 
+def _form_tokens(body: bytes) -> list[str]:
+    out: list[str] = []
+    position, looked = 0, 0
+    while looked < MAX_CANDIDATES:
+        found = body.find(b"token=", position)
+        if found < 0:
+            break
+        looked += 1
+        position = found + 6
+        if found == 0 or body[found - 1:found] == b"&":
+            end = body.find(b"&", position, position + MAX_TOKEN_BYTES + 1)
+            value = body[position:end] if end >= 0 else body[position:position + MAX_TOKEN_BYTES + 1]
+            if len(value) <= MAX_TOKEN_BYTES:
+                out.append(unquote_plus(value.decode("latin-1")))
+    return out
+
+
 def token_candidates(headers: Mapping[str, str], body: bytes) -> list[str]:
     """Every value the body offers as its token, found by a bounded scan (nothing parsed)."""
     if is_form(headers):
-        return [unquote_plus(m.group(1).decode("latin-1")) for m in _FORM_TOKEN.finditer(body)]
+        return _form_tokens(body)
     out = []
-    for match in _JSON_TOKEN.finditer(body):
+    for index, match in enumerate(_JSON_TOKEN.finditer(body)):
+        if index >= MAX_CANDIDATES:
+            break
         try:
             value = json.loads(match.group(1))
         except (ValueError, UnicodeDecodeError):
@@ -108,9 +130,8 @@ class Mattermost(BaseSource):
 
     def scrubbed(self, headers: Mapping[str, str], body: bytes, payload: Any) -> bytes:
         """The body without its token: no delivery record or queued copy keeps the credential."""
-        if is_form(headers):
-            kept = _FORM_TOKEN_FIELD.sub(b"", body)
-            return kept.lstrip(b"&")
+        if is_form(headers):  # decoded already: at most MAX_FORM_FIELDS fields
+            return b"&".join(field for field in body.split(b"&") if not field.startswith(b"token="))
         return json.dumps({k: v for k, v in payload.items() if k != "token"}).encode()
 
     def delivery_id(self, headers: Mapping[str, str], payload: Any, body: bytes) -> str:
