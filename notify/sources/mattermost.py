@@ -4,7 +4,8 @@ channel + thread root keys as Slack's do (seed 000, "Inbox Batching & Coalescing
 Tracing": a chat parser's own filtering is logged as `mattermost_post_skipped`).
 
 The token is checked before the body is parsed: a bounded scan finds the `token` field's
-candidates (a regular expression over the bytes, linear in the body, no objects built), and a
+candidates (`bytes.find` over a form, a literal-prefixed pattern over JSON; no objects built,
+at most MAX_CANDIDATES looked at), and a
 body without the right one is refused naming `token`; only a delivery that carries it is
 parsed, the parse bounded (MAX_FORM_FIELDS, the JSON reader's depth) and the parsed `token`
 compared again. The recorded and queued body has its token removed (`scrubbed`): a delivery
