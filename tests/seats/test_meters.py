@@ -13,7 +13,7 @@ from engine.config.company import parse_company
 from engine.coord.local import LocalCoord
 from engine.services import build_services
 from seats.budgets import Budgets
-from seats.meters import TICK_SECONDS, BudgetMetersPublisher
+from seats.meters import BudgetMetersPublisher
 from tests.queue.waiting import eventually, throughout
 from tests.seats.hosting import Published, backend  # noqa: F401  (fixture)
 
@@ -85,7 +85,7 @@ async def test_a_window_that_first_refuses_is_reported_at_once_and_again_only_af
     node = SimpleNamespace(queue=queue, coord=runtime.budgets.coord, company=company, node_id="node-a",
                            services=[runtime])
     publisher = BudgetMetersPublisher(node)  # the seed's 15 s tick: only refusals report after the first
-    assert publisher.tick_seconds == TICK_SECONDS
+    assert publisher.tick_seconds == 15  # seed 002, "Token budgets": "on a 15-second tick"
     await publisher.start()
     try:
         await eventually(lambda: len(meters(published)) == 1, message="the first tick")
