@@ -35,7 +35,6 @@ from engine.coord.leases import Lease, LeaseManager
 from engine.keyring import Keyring
 from engine.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
 from engine.queue import topics
-from engine.queue.contract import Tuning
 from engine.watchdog import EXIT_WATCHDOG, Watchdog
 from events.envelope import Event, new
 from events.tracing import trace_of
@@ -49,7 +48,6 @@ ROLES = ("data", "seats", "ingress", "workers")
 STEP_SECONDS = 10.0     # a drain step's bound on a healthy broker
 CUT_STEP_SECONDS = 1.0  # on a cut drain nothing can be acknowledged: give up on a step quickly
 MAILBOX_CREATES_IN_FLIGHT = 8  # overlapping creates hides round trips; the broker's fsync bounds the rest
-ACK_WAIT_ENV = "CREWLET_QUEUE_ACK_WAIT_SECONDS"  # tests only: see queue_tuning
 
 
 @dataclass(frozen=True)
@@ -215,8 +213,7 @@ class Node(CompanyApplier):
         from engine.queue.contract import QueueError
 
         try:
-            self.queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal,
-                                                       tuning=queue_tuning(self.env))
+            self.queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal)
         except QueueError as exc:
             raise BootError(str(exc)) from None
         if self.writer is not None:
@@ -385,20 +382,6 @@ class Node(CompanyApplier):
             await asyncio.to_thread(self.writer.close, STEP_SECONDS)
         self.state.broker_link = "down"
         log.info("node_stopped", extra={"exit_code": self._exit_code})
-
-
-def queue_tuning(env: dict | None) -> Tuning:
-    """The queue contract's timings. A process test may shorten the ack window -- the backstop
-    that returns a killed node's in-flight mail -- through CREWLET_QUEUE_ACK_WAIT_SECONDS; a
-    node in production keeps the seed's 30 minutes."""
-    import os
-
-    raw = (env if env is not None else os.environ).get(ACK_WAIT_ENV)
-    try:
-        return Tuning(ack_wait_seconds=float(raw)) if raw else Tuning()
-    except ValueError:
-        log.warning("queue_tuning_unrecognised", extra={"variable": ACK_WAIT_ENV, "given": raw})
-        return Tuning()
 
 
 async def _bounded(awaitable, seconds: float, what: str) -> None:
