@@ -11,7 +11,9 @@ contract, in `memory_consume.py`) per simulated node.
 Its timers run on a `Clock` (`clock.py`): real seconds by default, or a `VirtualClock` the
 conformance suite moves by hand, so the product's own spacing and ack window are certified
 on the twin without waiting them out (seed 000: "the in-memory twin models the backoff
-virtually"). As JetStream does:
+virtually"). The seed's twin modelled the backoff with no timer at all, a failure simply
+going to the back of the mailbox; a timer on a virtual clock keeps the order that gave and
+certifies the spacing too, which the order alone could not. As JetStream does:
 - A NAK's backoff is a timer: the failure is invisible for `tuning.nak_delay(deliveries)`
   while never-delivered mail is served, then joins the redelivery queue. Failures of one
   partition NAK'd together share one timer and come back together.
