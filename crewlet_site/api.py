@@ -18,7 +18,23 @@ from seats.errors import SeatRefused
 
 log = logging.getLogger("api")
 
-api = NinjaAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api")
+
+
+class CrewletAPI(NinjaAPI):
+    """The site's NinjaAPI, whose OpenAPI document also lists `POST /webhooks/{source}`: that route
+    is answered by notify's ASGI edge before Django (asgi.py), so no router declares it, and its
+    description comes from the edge's own module (notify.openapi) rather than a stub here."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        from notify import openapi as webhooks
+
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        schema["paths"].update(webhooks.paths())
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(webhooks.schemas())
+        return schema
+
+
+api = CrewletAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api")
 
 
 def _field(loc) -> str:

@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "ninja",  # /api/docs serves Swagger UI from the installed package, never a CDN
     "engine",
     "events",
     "seats",

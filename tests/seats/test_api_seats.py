@@ -74,7 +74,7 @@ async def test_a_task_reaches_the_seats_inbox_and_answers_202_with_its_event_id(
     trigger = served.turns.requests[0].trigger
     assert str(trigger.id) == body["event_id"]
     assert trigger.type == "task_assigned" and trigger.get("task") == "Write the release notes"
-    assert trigger.get("assigned_by") == "token:admin"
+    assert trigger.get("assigned_by") == "admin"
 
 
 async def test_a_task_for_a_human_or_an_unknown_seat_is_refused_by_name(served):
