@@ -1,6 +1,8 @@
 "use strict";
 /* Event log (seed 002, "Querying events"): filters by category chip, type, seat, time window
- * and trace id; newest first, paged with the store's cursor; every answer comes from the
+ * and trace id; newest first, each row's date and time to the millisecond; paged with the
+ * store's cursor; a partial answer (`coverage.complete: false`) says so above the table; every
+ * answer comes from the
  * `events_page` query, which is GET /events's own function. The filters live in the URL, so a
  * filtered log is a link. Events that arrive and match are added at the top as they happen. */
 (function () {
@@ -63,7 +65,7 @@
 
   function row(item, fresh) {
     return h("tr", { "data-event-id": item.id, "data-type": Live.label(item), "data-category": item.category, class: fresh ? "fresh" : "" },
-      h("td", {}, h("time", { datetime: item.timestamp, text: fmt.time(item.timestamp) })),
+      h("td", { class: "when" }, h("time", { datetime: item.timestamp, text: fmt.stamp(item.timestamp) })),
       h("td", {}, h("span", { class: `chip cat-${item.category}`, text: item.category })),
       h("td", { class: "type", text: Live.label(item) }),
       h("td", {}, item.agent_handle ? h("a", { href: links.seat(item.agent_handle), text: item.agent_handle }) : ""),
@@ -78,6 +80,7 @@
     try {
       const page = await Live.query("events_page", args(more));
       if (mine !== generation) return;
+      Live.coverage(page);
       if (!more) body.replaceChildren();
       for (const item of page.items) body.append(row(item, false));
       cursor = page.next_cursor;
