@@ -34,7 +34,11 @@ class CrewletAPI(NinjaAPI):
         return schema
 
 
-api = CrewletAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api")
+DESCRIPTION = ("The node's REST API. Every route but the webhooks takes a bearer token from `api.auth.tokens` "
+               "(`Authorization: Bearer ...`): a read needs the read or the admin grant, a write the admin grant. "
+               "Every refusal is JSON `{\"detail\": ...}` naming the field, header or parameter.")
+api = CrewletAPI(title="Crewlet", version="1", description=DESCRIPTION, docs_url="/api/docs", openapi_url="/api/openapi.json",
+                 urls_namespace="api")
 
 
 def _field(loc) -> str:

@@ -47,6 +47,11 @@ TURN_TYPES = frozenset({"agent_turn_started", "agent_turn_completed", "agent_pha
 SKIP_TYPES = frozenset({"notification_skipped", "turn_trigger_skipped"})
 BREACH_TYPES = frozenset({"turn.guard_breach"})
 FAILED_OUTCOMES = frozenset({"failed", "llm_unavailable", "budget_exhausted"})
+# A word for what each kind of event row is, where "event" would say nothing.
+BADGES = {"budget_exhausted": "budget", "provider_fallback": "fallback", "llm_unavailable": "provider",
+          "agent_turn_stopped": "stopped", "turn.guard_breach": "breach", "turn_trigger_skipped": "skip",
+          "notification_skipped": "skip", "notifications_coalesced": "digest", "external_notification": "notification",
+          "inbound_delivery": "webhook", "task_assigned": "task", "scheduled_task_fired": "schedule"}
 TEXT_LIMIT = 4000  # characters of a prompt, reply or tool result carried in a row's detail
 
 
@@ -66,6 +71,7 @@ class Row:
     seat: str = ""
     detail: dict[str, Any] = field(default_factory=dict)
     children: list["Row"] = field(default_factory=list)
+    badge: str = ""                # what an `event` row is, in a word (budget, fallback, breach, ...)
 
     def end(self) -> datetime:
         return self.at + timedelta(milliseconds=self.duration_ms or 0)
@@ -76,6 +82,7 @@ class Row:
             "at": self.at.isoformat(), "start_ms": _ms(self.at - origin),
             "duration_ms": round(self.duration_ms, 3) if self.duration_ms is not None else None,
             "event_id": self.event_id, "inspect_id": self.inspect_id, "seat": self.seat, "detail": self.detail,
+            "badge": self.badge or self.kind,
             "children": [c.to_dict(origin) for c in sorted(self.children, key=lambda c: (c.at, c.key))],
         }
 
@@ -86,10 +93,12 @@ def waterfall(trace_id: str) -> dict[str, Any]:
 
 
 def build(trace_id: str, items: list[dict[str, Any]]) -> dict[str, Any]:
-    """`{trace_id, started_at, duration_ms, events, rows, failed}` for a trace's stored items
-    (oldest first, as `events.queries.trace` lists them)."""
+    """`{trace_id, started_at, duration_ms, events, rows, failed, turns, failed_turns}` for a
+    trace's stored items (oldest first, as `events.queries.trace` lists them); `failed` counts
+    every red row."""
     if not items:
-        return {"trace_id": trace_id, "started_at": None, "duration_ms": 0, "events": 0, "rows": [], "failed": 0}
+        return {"trace_id": trace_id, "started_at": None, "duration_ms": 0, "events": 0, "rows": [], "failed": 0,
+                "failed_turns": 0, "turns": 0}
     tree = _Tree()
     for item in items:
         tree.add(item)
@@ -99,7 +108,9 @@ def build(trace_id: str, items: list[dict[str, Any]]) -> dict[str, Any]:
     finish = max(r.end() for r in everything)
     return {"trace_id": trace_id, "started_at": origin.isoformat(), "duration_ms": _ms(finish - origin),
             "events": len(items), "rows": [r.to_dict(origin) for r in sorted(roots, key=lambda r: (r.at, r.key))],
-            "failed": sum(1 for r in everything if r.status == "failed")}
+            "failed": sum(1 for r in everything if r.status == "failed"),
+            "failed_turns": sum(1 for r in everything if r.kind == "turn" and r.status == "failed"),
+            "turns": sum(1 for r in everything if r.kind == "turn")}
 
 
 class _Tree:
@@ -119,9 +130,9 @@ class _Tree:
             self._turn_event(item)
             return
         row = Row(key=f"event:{item['id']}", kind=_kind(kind), label=_label(item), at=_time(item),
-                  event_id=item["id"], seat=item.get("agent_handle") or "")
+                  event_id=item["id"], seat=item.get("agent_handle") or "", badge=BADGES.get(kind, ""))
         if kind in SKIP_TYPES:
-            row.status, row.note = "skipped", _skip_note(item)
+            row.status, row.note, row.label = "skipped", _skip_note(item), _skip_label(item)
         if kind in TASK_TYPES:
             row.detail = {"task": _clip(item.get("task"))}
         triggers = [str(item["trigger_id"])] if kind == "turn_trigger_skipped" and item.get("trigger_id") else []
@@ -160,11 +171,11 @@ class _Tree:
         elif kind in BREACH_TYPES:
             turn.status, turn.note = "failed", f"guard breach: {item.get('guard') or ''} {item.get('detail') or ''}".strip()
             turn.children.append(Row(key=f"event:{item['id']}", kind="event", label=_label(item), at=_time(item),
-                                     status="failed", note=turn.note, event_id=item["id"]))
+                                     status="failed", event_id=item["id"], badge=BADGES.get(kind, "")))
         elif kind != "agent_phase_started":
             failed = kind in ("llm_unavailable", "budget_exhausted")
             turn.children.append(Row(key=f"event:{item['id']}", kind="event", label=_label(item), at=_time(item),
-                                     status="failed" if failed else "ok", event_id=item["id"]))
+                                     status="failed" if failed else "ok", event_id=item["id"], badge=BADGES.get(kind, "")))
         if turn.status in ("running", "failed") and _time(item) > turn.end():
             turn.duration_ms = _ms(_time(item) - turn.at)
 
@@ -298,6 +309,15 @@ def _kind(event_type: str) -> str:
 
 def _label(item: dict[str, Any]) -> str:
     return str(item.get("summary") or item.get("label") or item.get("type") or "an event")
+
+
+def _skip_label(item: dict[str, Any]) -> str:
+    """A skip's row says whose it was; its reason is the row's note, beside it."""
+    if item.get("type") == "turn_trigger_skipped":
+        return f"{item.get('agent_handle') or 'a seat'} skipped a trigger"
+    whom = item.get("agent_handle") or item.get("recipient") or "a recipient"
+    what = str(item.get("event_kind") or "a delivery").replace("_", " ")
+    return f"{what} not delivered to {whom}"
 
 
 def _skip_note(item: dict[str, Any]) -> str:

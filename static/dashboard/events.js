@@ -65,13 +65,13 @@
 
   function row(item, fresh) {
     return h("tr", { "data-event-id": item.id, "data-type": Live.label(item), "data-category": item.category, class: fresh ? "fresh" : "" },
-      h("td", { class: "when" }, h("time", { datetime: item.timestamp, text: fmt.stamp(item.timestamp) })),
-      h("td", {}, h("span", { class: `chip cat-${item.category}`, text: item.category })),
-      h("td", { class: "type", text: Live.label(item) }),
-      h("td", {}, item.agent_handle ? h("a", { href: links.seat(item.agent_handle), text: item.agent_handle }) : ""),
-      h("td", {}, h("a", { class: "summary", href: links.event(item.id), text: item.summary || item.type }),
+      h("td", { class: "when", "data-label": "" }, h("time", { datetime: item.timestamp, text: fmt.stamp(item.timestamp) })),
+      h("td", { "data-label": "" }, h("span", { class: `chip cat-${item.category}`, text: item.category })),
+      h("td", { class: "type", "data-label": "Type", text: Live.label(item) }),
+      h("td", { "data-label": "Seat" }, item.agent_handle ? h("a", { href: links.seat(item.agent_handle), text: item.agent_handle }) : ""),
+      h("td", { "data-label": "" }, h("a", { class: "summary", href: links.event(item.id), text: item.summary || item.type }),
         Live.INSPECTABLE.has(item.type) ? [" ", h("a", { class: "inspect", href: links.inspect(item.id), text: "inspect →" })] : []),
-      h("td", {}, item.trace_id ? h("a", { class: "trace-link", href: links.trace(item.trace_id), title: item.trace_id, text: fmt.short(item.trace_id) }) : ""));
+      h("td", { "data-label": "Trace" }, item.trace_id ? h("a", { class: "trace-link", href: links.trace(item.trace_id), title: item.trace_id, text: fmt.short(item.trace_id) }) : ""));
   }
 
   async function load(more) {

@@ -65,6 +65,7 @@
     ms(value) {
       if (value === null || value === undefined || isNaN(value)) return "";
       const n = Number(value);
+      if (n === 0) return "0 ms";
       if (n < 1) return `${n.toFixed(2)} ms`;
       if (n < 1000) return `${Math.round(n)} ms`;
       if (n < 60e3) return `${(n / 1000).toFixed(1)} s`;

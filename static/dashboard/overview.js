@@ -45,7 +45,7 @@
   function seatRow(seat) {
     const agent = seat.kind === "agent";
     return h("tr", { "data-seat": seat.handle, "data-state": seat.state || "person" },
-      cell("seat", "Seat", h("a", { class: "handle", href: links.seat(seat.handle), text: seat.handle }),
+      cell("seat", "", h("a", { class: "handle", href: links.seat(seat.handle), text: seat.handle }),
         h("span", { class: "muted role", text: [seat.role, agent ? "" : "(person)"].filter(Boolean).join(" ") })),
       cell("state-cell", "State", stateBadge(seat)),
       ...mailboxCells(seat),

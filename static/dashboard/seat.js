@@ -35,7 +35,7 @@
     set("paused", seat.paused ? `by ${seat.paused.by || "someone"}${seat.paused.reason ? ": " + seat.paused.reason : ""}` : "no");
     set("last_turn", seat.last_turn ? seat.last_turn.summary : "none yet");
     set("last_error", seat.last_error ? seat.last_error.summary : "none");
-    set("day", `${fmt.number(seat.turns_24h)} turns, ${fmt.number(seat.tokens_24h)} tokens`);
+    set("day", `${fmt.number(seat.turns_24h)} turn${seat.turns_24h === 1 ? "" : "s"}, ${fmt.number(seat.tokens_24h)} tokens`);
     paused = seat.paused || null;
     buttons();
   }
@@ -53,14 +53,14 @@
     const outcome = item.outcome || (item.failed ? "failed" : "completed");
     const failed = ["failed", "llm_unavailable", "budget_exhausted"].includes(outcome) || item.failed;
     return h("tr", { "data-event-id": item.id, "data-outcome": outcome, class: `fresh${failed ? " failed" : ""}` },
-      h("td", {}, h("time", { datetime: item.timestamp, title: fmt.stamp(item.timestamp), text: fmt.time(item.timestamp) })),
-      h("td", {}, h("span", { class: "outcome", "data-outcome": outcome, text: outcome }),
+      h("td", { "data-label": "" }, h("time", { datetime: item.timestamp, title: fmt.stamp(item.timestamp), text: fmt.time(item.timestamp) })),
+      h("td", { "data-label": "" }, h("span", { class: "outcome", "data-outcome": outcome, text: outcome }),
         item.error ? [" ", h("span", { class: "error", text: String(item.error).slice(0, 80) })] : []),
-      h("td", { class: "num", "data-ms": item.duration_ms || 0, text: fmt.ms(item.duration_ms || 0) }),
-      h("td", { class: "num", text: `${fmt.number(item.tokens_in)} / ${fmt.number(item.tokens_out)}` }),
-      h("td", {}, item.trigger_id ? h("a", { href: links.event(item.trigger_id), text: item.trigger_type || "trigger" }) : (item.trigger_type || "")),
-      h("td", { class: "reply", text: String(item.response || "").slice(0, 120) }),
-      h("td", { class: "links" }, item.trace_id ? h("a", { href: links.trace(item.trace_id), text: "trace →" }) : "", " ",
+      h("td", { class: "num", "data-label": "Took", "data-ms": item.duration_ms || 0, text: fmt.ms(item.duration_ms || 0) }),
+      h("td", { class: "num", "data-label": "Tokens in / out", text: `${fmt.number(item.tokens_in)} / ${fmt.number(item.tokens_out)}` }),
+      h("td", { "data-label": "Trigger" }, item.trigger_id ? h("a", { href: links.event(item.trigger_id), text: item.trigger_type || "trigger" }) : (item.trigger_type || "")),
+      h("td", { class: "reply", "data-label": "Reply", text: String(item.response || "").slice(0, 120) }),
+      h("td", { class: "links", "data-label": "" }, item.trace_id ? h("a", { href: links.trace(item.trace_id), text: "trace →" }) : "", " ",
         h("a", { class: "inspect", href: links.inspect(item.id), text: "inspect →" })));
   }
 

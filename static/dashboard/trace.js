@@ -93,10 +93,10 @@
         text: collapsed.has(row.key) ? "▸" : "▾", onclick: (e) => { e.stopPropagation(); flip(collapsed, row.key); } })
       : h("span", { class: "wf-toggle none" });
     const name = h("div", { class: "wf-name" }, toggle,
-      h("span", { class: `wf-kind kind-${row.kind}`, text: KIND_LABEL[row.kind] || row.kind }), " ",
+      h("span", { class: `wf-kind kind-${row.kind}`, text: row.badge || KIND_LABEL[row.kind] || row.kind }), " ",
       h("span", { class: "wf-label", text: row.label }),
       row.seat && row.kind !== "turn" ? [" ", h("a", { class: "seat-link", href: links.seat(row.seat), text: `@${row.seat}` })] : null,
-      row.note ? [" ", h("span", { class: row.status === "skipped" ? "skip-reason" : "wf-note", text: row.status === "skipped" ? `skipped: ${row.note}` : row.note })] : null,
+      row.note ? [" ", h("span", { class: row.status === "skipped" ? "skip-reason" : "wf-note", text: row.status === "skipped" ? `skipped: ${row.note}` : `— ${row.note}` })] : null,
       row.event_id ? [" ", h("a", { class: "wf-link", href: links.event(row.event_id), title: "the event", text: "event →" })] : null);
     name.style.setProperty("--depth", String(depth));
     const el = h("div", { class: "wf-row", role: "treeitem", tabindex: "0", "data-key": row.key, "data-kind": row.kind,
@@ -132,8 +132,10 @@
         first.event_id ? h("a", { href: links.event(first.event_id), text: first.label }) : h("span", { text: first.label }))
       : null;
     const running = walk(data.rows).filter((r) => r.status === "running").length;
-    const facts = [`${data.events} events`, `${fmt.ms(data.duration_ms)} from first to last`, `began ${fmt.stamp(data.started_at)}`];
-    if (data.failed) facts.push(`${data.failed} failed`);
+    const facts = [`${data.events} events`, `${data.turns} turn${data.turns === 1 ? "" : "s"}`,
+      `${fmt.ms(data.duration_ms)} from first to last`, `began ${fmt.stamp(data.started_at)}`];
+    if (data.failed_turns) facts.push(`${data.failed_turns} turn${data.failed_turns === 1 ? "" : "s"} failed`);
+    else if (data.failed) facts.push(`${data.failed} failed`);
     if (running) facts.push(`${running} running`);
     return [rootLine, h("p", { class: data.failed ? "trace-facts error" : "trace-facts muted", text: facts.join(" · ") })];
   }
