@@ -339,9 +339,19 @@ class EmbeddedBroker:
             if store.exists() and not store.is_dir():
                 raise NotADirectoryError(20, "not a directory")
             store.mkdir(parents=True, exist_ok=True)
-            for stale in store.glob("nats-server_*.ports"):
+            # The server removes its ports file when it stops in order; one left behind means the
+            # last run was killed (a second Ctrl-C, SIGKILL, a crash, a power cut). Say so once,
+            # before the recovery warnings the server prints, so they read as what they are.
+            left = list(store.glob("nats-server_*.ports"))
+            for stale in left:
                 with contextlib.suppress(OSError):
                     stale.unlink()
+            if left:
+                log.warning("embedded_broker_recovering", extra={
+                    "server": self.server_name, "store_dir": self.store_dir,
+                    "detail": "its last run did not stop cleanly (a forced stop, a kill or a crash), so it checks and "
+                              "repairs its stream files first; warnings it prints while it does are that check. "
+                              "With stream.sync: always, nothing it acknowledged is lost"})
             path = store / CONFIG_FILE
             text = render_config(server_name=self.server_name, store_dir=self.store_dir, token=self._token,
                                  sync=self.sync, max_payload=self.max_payload,
