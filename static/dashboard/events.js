@@ -63,6 +63,10 @@
     return a;
   }
 
+  function shownText(n) {
+    return `${fmt.number(n)} event${n === 1 ? "" : "s"} shown, newest first`;
+  }
+
   function row(item, fresh) {
     return h("tr", { "data-event-id": item.id, "data-type": Live.label(item), "data-category": item.category, class: fresh ? "fresh" : "" },
       h("td", { class: "when", "data-label": "" }, h("time", { datetime: item.timestamp, text: fmt.stamp(item.timestamp) })),
@@ -86,7 +90,7 @@
       cursor = page.next_cursor;
       older.hidden = !cursor;
       const shown = body.children.length;
-      state.textContent = shown ? `${shown} events shown, newest first${cursor ? "" : " (that is all of them)"}` : "No event matches these filters.";
+      state.textContent = shown ? `${shownText(shown)}${cursor ? "" : shown === 1 ? " (the only one)" : " (that is all of them)"}` : "No event matches these filters.";
     } catch (err) {
       if (mine !== generation) return;
       state.textContent = `The store refused this query: ${err.detail || err.message}`;
@@ -135,7 +139,7 @@
     if (!matches(frame.event)) return;
     if (body.querySelector(`tr[data-event-id="${CSS.escape(frame.event.id)}"]`)) return;
     body.prepend(row(frame.event, true));
-    state.textContent = `${body.children.length} events shown, newest first`;
+    state.textContent = shownText(body.children.length);
   });
 
   filters = readUrl();

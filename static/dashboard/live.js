@@ -260,7 +260,7 @@
     const base = Math.min(30000, 500 * 2 ** Math.min(attempt - 1, 6));
     const delay = base * (0.8 + Math.random() * 0.4);
     retryAt = Date.now() + delay;
-    note("socket", "The live connection dropped: what this page shows may be out of date. Reconnecting…", "error", { text: "retry now", onclick: retryNow });
+    note("socket", "The live connection dropped: what this page shows may be out of date. Reconnecting by itself (or: retry now, at the top).", "error");
     const tick = () => setStatus("down", `offline, retrying in ${Math.max(0, Math.ceil((retryAt - Date.now()) / 1000))} s`);
     stopWaiting();
     tick();
