@@ -5,7 +5,8 @@ Each app's router declares, beside its success, the refusals it really gives: `r
 is `{401, 403, 404, 422, 503: Detail}` -- every route sits behind the bearer check (401 without a
 token, 403 without the grant; crewlet_site.auth) and behind the node's probe gate (503 with
 Retry-After while the node starts or drains; engine.node.probes); a route that takes input adds
-422 (crewlet_site.api names the field), one that looks something up 404. The OpenAPI document at /api/openapi.json is built from these declarations, so
+422 (crewlet_site.api names the field), one with a JSON body 400 (a body that is not JSON), one
+that looks something up 404. The OpenAPI document at /api/openapi.json is built from these declarations, so
 what it says a route answers is what the route answers.
 """
 from __future__ import annotations

@@ -131,7 +131,7 @@ async def budgets(request: HttpRequest) -> dict[str, Any]:
     return await queries.budgets(node_in(request.scope))
 
 
-@router.post("/seats/{handle}/pause", response={200: Paused, **refusals(404, 422)},
+@router.post("/seats/{handle}/pause", response={200: Paused, **refusals(400, 404, 422)},
              summary="Pause a seat (hold its inbox; optionally stop its turn)")
 async def pause(request: HttpRequest, handle: str, body: PauseIn) -> dict[str, Any]:
     caller = _caller(request)
@@ -145,7 +145,7 @@ async def resume(request: HttpRequest, handle: str) -> dict[str, Any]:
     return await queries.resume(node_in(request.scope), handle, actor=caller.token_id, actor_seat_handle=caller.seat)
 
 
-@router.post("/seats/{handle}/tasks", response={202: TaskAccepted, **refusals(404, 422)},
+@router.post("/seats/{handle}/tasks", response={202: TaskAccepted, **refusals(400, 404, 422)},
              summary="Assign a task to an agent seat")
 async def assign_task(request: HttpRequest, handle: str, body: TaskIn):
     caller = _caller(request)
