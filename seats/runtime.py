@@ -6,7 +6,9 @@ process, so N nodes is N x that ceiling).
 and released and about every revision it applied; the runtime owns what the hosts share:
 the per-node concurrency gate (`asyncio.Semaphore(node.max_concurrent)`, held around a turn,
 never around a fetch, so waiting for a slot does not hand the delivery back), the turn engine,
-the completion ledger, the token budgets and the fleet's pause records.
+the completion ledger, the token budgets, the fleet's pause records, conversation memory and
+the company's tool servers (`seats.tools.servers`: started with each revision before the hosts
+read it, so a turn never begins without its tools; stopped after the hosts at the drain).
 
 Admission is gated on exclusivity (seed 002, "What changed": "gated on a renew fresh enough to
 prove exclusivity"): a host starts only while its seat lease `is_exclusive(now)`, renewing it
@@ -20,6 +22,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from pathlib import Path
 from typing import Any
 
 from engine.coord.ledger import CompletionLedger
@@ -27,7 +30,9 @@ from engine.queue import topics
 from events.envelope import Event
 from seats.budgets import Budgets
 from seats.host import SeatHost
+from seats.memory import ConversationMemory
 from seats.pauses import PauseBook, watch_pauses
+from seats.tools.servers import ToolServers
 from seats.turn import TurnEngine
 
 log = logging.getLogger("seats.runtime")
@@ -41,15 +46,20 @@ class SeatRuntime:
     name = "seats"
 
     def __init__(self, node: Any, *, turns: Any = None, budgets: Any = None, ledger: Any = None,
-                 pauses: PauseBook | None = None, poll_seconds: float | None = None) -> None:
+                 pauses: PauseBook | None = None, poll_seconds: float | None = None,
+                 tool_servers: ToolServers | None = None) -> None:
         self.node = node
         leases = getattr(node, "leases", None)
         self.clock = leases.clock if leases is not None else time.time
         self.budgets = budgets if budgets is not None else Budgets(node.coord)
         self.ledger = ledger if ledger is not None else CompletionLedger(node.coord)
         self.pauses = pauses if pauses is not None else PauseBook(node.coord)
+        self.memory = ConversationMemory(node.coord)
+        self.tool_servers = tool_servers or ToolServers(
+            cwd=Path.cwd(), report=lambda servers: setattr(node.state, "tool_servers", servers))
         self.turns = turns if turns is not None else TurnEngine(node_id=node.node_id, publish=self.publish,
-                                                                budgets=self.budgets)
+                                                                budgets=self.budgets, tools=self.tool_servers,
+                                                                memory=self.memory)
         self.gate = asyncio.Semaphore(max(1, int(node.cfg.node.max_concurrent)))
         timings = getattr(node, "timings", None)
         self.poll_seconds = poll_seconds or getattr(timings, "sweep_seconds", None) or DEFAULT_POLL_SECONDS
@@ -62,7 +72,7 @@ class SeatRuntime:
     # -- the node's hooks ------------------------------------------------------------------
     async def start(self) -> None:
         """Provision the shared records, listen for pauses, start the pause poll."""
-        for what in (self.ledger, self.pauses, self.budgets):
+        for what in (self.ledger, self.pauses, self.budgets, self.memory):
             try:
                 await what.provision()
             except Exception as exc:  # provisioned again on first use
@@ -88,9 +98,14 @@ class SeatRuntime:
         for host, result in zip(hosts, results):
             if isinstance(result, Exception):
                 log.warning("seat_host_stop_failed", extra={"seat": host.handle, "error": str(result)})
+        await self.tool_servers.stop(cut)
+        with contextlib.suppress(Exception):
+            await self.turns.close()
 
     async def on_company(self, company: Any) -> None:
-        """A revision applied: every host re-reads it (holds, budget parks)."""
+        """A revision applied: its tool servers first (bounded by their startup timeouts), then
+        every host re-reads it (holds, budget parks)."""
+        await self.tool_servers.on_company(company)
         for host in list(self.hosts.values()):
             try:
                 await host.apply_company(company)

@@ -14,6 +14,7 @@ import yaml
 
 from engine.config.company import Company, parse_company
 from engine.coord.local import LocalCoord
+from engine.probes import NodeState
 from engine.queue import topics
 from events.envelope import Event, new
 from events.tracing import trace_of
@@ -67,6 +68,7 @@ class FakeNode:
     def __post_init__(self) -> None:
         self.cfg = SimpleNamespace(node=SimpleNamespace(max_concurrent=self.max_concurrent))
         self.timings = SimpleNamespace(sweep_seconds=0.2)
+        self.state = NodeState(node_id=self.node_id, roles=("seats",))
 
     async def ensure_mailboxes(self) -> None:
         for seat in self.company.agent_seats():

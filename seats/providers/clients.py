@@ -1,0 +1,58 @@
+"""The vendor SDK clients a node's turns share (the official `openai` and `anthropic` SDKs).
+
+A client holds a connection pool, so one is built per provider entry and kept rather than one
+per call: a tool loop of ten rounds reuses one connection instead of opening ten. Clients are
+keyed by what they are built from (kind, name, base URL, key, timeout), so a revision that
+changes an entry gets a new client and the old one is closed with the rest at the end.
+The SDKs' own retries are off: `retries.py` keeps the project's rules.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable
+
+import anthropic
+import httpx
+import openai
+
+ClientFactory = Callable[..., httpx.AsyncClient]
+
+
+class Clients:
+    """SDK clients by provider entry; `http_client_factory(timeout=...)` builds the httpx client
+    under each (the SDK's default when None)."""
+
+    def __init__(self, http_client_factory: ClientFactory | None = None) -> None:
+        self.http_client_factory = http_client_factory
+        self._clients: dict[tuple, Any] = {}
+
+    def openai(self, config: Any) -> openai.AsyncOpenAI:
+        """A client for an `openai` entry. An entry with no key sends no Authorization header
+        (a local endpoint needs none; the SDK insists on some key, so it gets a stand-in)."""
+        return self._get("openai", config, lambda **kw: openai.AsyncOpenAI(
+            api_key=config.api_key or "no-key", base_url=config.base_url,
+            default_headers=None if config.api_key else {"Authorization": openai.Omit()}, **kw))
+
+    def anthropic(self, config: Any) -> anthropic.AsyncAnthropic:
+        """A client for an `anthropic` entry (the SDK sends x-api-key and anthropic-version)."""
+        return self._get("anthropic", config, lambda **kw: anthropic.AsyncAnthropic(
+            api_key=config.api_key or "no-key", base_url=config.base_url,
+            default_headers=None if config.api_key else {"x-api-key": anthropic.Omit()}, **kw))
+
+    def _get(self, kind: str, config: Any, build: Callable[..., Any]) -> Any:
+        key = (kind, config.name, config.base_url, config.api_key, config.timeout_seconds)
+        client = self._clients.get(key)
+        if client is None:
+            timeout = httpx.Timeout(config.timeout_seconds)
+            extra: dict[str, Any] = {"timeout": timeout, "max_retries": 0}
+            if self.http_client_factory is not None:
+                extra["http_client"] = self.http_client_factory(timeout=timeout)
+            client = self._clients[key] = build(**extra)
+        return client
+
+    async def aclose(self) -> None:
+        """Close every client (their connection pools)."""
+        clients, self._clients = list(self._clients.values()), {}
+        for client in clients:
+            with contextlib.suppress(Exception):
+                await client.close()
