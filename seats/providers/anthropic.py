@@ -61,6 +61,8 @@ class AnthropicProvider:
         if tools:
             body["tools"] = [wire_tool(t) for t in tools]
             body["tools"][-1]["cache_control"] = CACHED  # the cache covers every tool up to the mark
+        if not self.config.api_key:
+            body["extra_headers"] = Clients.no_key_headers(anthropic, self.config, "X-Api-Key")
 
         async def attempt() -> Completion:
             return self._completion(await client.messages.create(**body))

@@ -27,17 +27,15 @@ class Clients:
         self._clients: dict[tuple, Any] = {}
 
     def openai(self, config: Any) -> openai.AsyncOpenAI:
-        """A client for an `openai` entry. An entry with no key sends no Authorization header
-        (a local endpoint needs none; the SDK insists on some key, so it gets a stand-in)."""
+        """A client for an `openai` entry. An entry with no key gets a stand-in the SDK insists
+        on; the provider omits the header it would make of it (`no_key_headers`)."""
         return self._get("openai", config, lambda **kw: openai.AsyncOpenAI(
-            api_key=config.api_key or "no-key", base_url=config.base_url,
-            default_headers=None if config.api_key else {"Authorization": openai.Omit()}, **kw))
+            api_key=config.api_key or "no-key", base_url=config.base_url, **kw))
 
     def anthropic(self, config: Any) -> anthropic.AsyncAnthropic:
         """A client for an `anthropic` entry (the SDK sends x-api-key and anthropic-version)."""
         return self._get("anthropic", config, lambda **kw: anthropic.AsyncAnthropic(
-            api_key=config.api_key or "no-key", base_url=config.base_url,
-            default_headers=None if config.api_key else {"x-api-key": anthropic.Omit()}, **kw))
+            api_key=config.api_key or "no-key", base_url=config.base_url, **kw))
 
     def _get(self, kind: str, config: Any, build: Callable[..., Any]) -> Any:
         key = (kind, config.name, config.base_url, config.api_key, config.timeout_seconds)
@@ -49,6 +47,12 @@ class Clients:
                 extra["http_client"] = self.http_client_factory(timeout=timeout)
             client = self._clients[key] = build(**extra)
         return client
+
+    @staticmethod
+    def no_key_headers(sdk: Any, config: Any, header: str) -> dict[str, Any]:
+        """The request headers an entry with no key sends: its stand-in key's header omitted
+        (a local endpoint needs none, and a stand-in must not reach a server that checks)."""
+        return {} if config.api_key else {header: sdk.Omit()}
 
     async def aclose(self) -> None:
         """Close every client (their connection pools)."""

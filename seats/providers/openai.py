@@ -57,6 +57,8 @@ class OpenAIProvider:
                                 "max_tokens": max_tokens}
         if tools:
             body["tools"] = [wire_tool(t) for t in tools]
+        if not self.config.api_key:
+            body["extra_headers"] = Clients.no_key_headers(openai, self.config, "Authorization")
 
         async def attempt() -> Completion:
             answer = await client.chat.completions.create(**body)
