@@ -29,7 +29,7 @@ from jsonschema.exceptions import SchemaError
 from events import tracing
 from seats.providers.base import ToolCall, ToolSpec
 from seats.tools.builtins import Builtin, BuiltinContext
-from seats.tools.mcp import RemoteTool
+from seats.tools.mcp import READY, RemoteTool
 
 log = logging.getLogger("seats.tools")
 
@@ -86,8 +86,14 @@ class Toolbox:
         self.fence = fence
         self._builtins = {b.spec.name: b for b in builtins}
         self._remote = {t.spec.name: t for t in remote if t.spec.name not in self._builtins}
-        self.specs: list[ToolSpec] = [b.spec for b in builtins] + [t.spec for t in self._remote.values()]
         self._validators: dict[str, Any] = {}
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        """What the model is offered this round: the built-ins, and the tools of every server
+        still ready (one that crashed mid-turn is withdrawn from the next round)."""
+        return [b.spec for b in self._builtins.values()] + \
+            [t.spec for t in self._remote.values() if t.connection.state == READY]
 
     @property
     def names(self) -> list[str]:
@@ -134,7 +140,10 @@ class Toolbox:
         if builtin is not None:
             result = await builtin.run(self.context, call.arguments)
             run.ends_turn = result.ends_turn
-            self._result(run, result.text, result.is_error)
+            if result.is_error:
+                self._error(run, result.text)
+            else:
+                self._result(run, result.text, False)
             return
         run.server, run.tool = remote.server, remote.tool
         outcome = await remote.connection.call(remote.tool, call.arguments)

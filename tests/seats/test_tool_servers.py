@@ -58,8 +58,8 @@ async def test_a_stdio_server_starts_lists_its_tools_namespaced_and_serves_a_cal
     [state] = servers.describe()
     assert (state["name"], state["state"], state["reason"]) == ("notes", READY, "")
     assert set(state["tools"]) == {"notes__append", "notes__add", "notes__fail", "notes__big", "notes__crash",
-                                   "notes__slow"}
-    assert state["tool_count"] == 6
+                                   "notes__meet", "notes__slow"}
+    assert state["tool_count"] == 7
     alice = company.seat_by_handle("alice")
     [add] = [t for t in servers.tools_for(company, alice) if t.tool == "add"]
     assert add.spec.input_schema["required"] == ["a", "b"]
@@ -76,7 +76,7 @@ async def test_a_streamable_http_server_is_dialled_with_its_headers(servers, tmp
                                              "headers": {"Authorization": "Bearer ${TOKEN}"}}], env={"TOKEN": "t-1"})
         await servers.on_company(company)
         [state] = servers.describe()
-        assert (state["state"], state["transport"], state["tool_count"]) == (READY, "http", 6)
+        assert (state["state"], state["transport"], state["tool_count"]) == (READY, "http", 7)
         [append] = [t for t in servers.tools_for(company, company.seat_by_handle("bob")) if t.tool == "append"]
         assert append.spec.name == "remote__append"
         outcome = await append.connection.call("append", {"text": "over http"})

@@ -75,6 +75,25 @@ def crash() -> str:
     os._exit(9)
 
 
+_meeting: dict[str, asyncio.Event] = {}
+_arrived: dict[str, int] = {}
+
+
+@server.tool()
+async def meet(group: str, count: int) -> str:
+    """Waits (up to 10 s) until `count` calls of `group` are in flight together: "met", else "alone"."""
+    record("meet", group=group, count=count)
+    _arrived[group] = _arrived.get(group, 0) + 1
+    event = _meeting.setdefault(group, asyncio.Event())
+    if _arrived[group] >= count:
+        event.set()
+    try:
+        await asyncio.wait_for(event.wait(), 10)
+        return "met"
+    except asyncio.TimeoutError:
+        return "alone"
+
+
 @server.tool()
 async def slow(seconds: float) -> str:
     """Answers after `seconds`."""
