@@ -24,8 +24,10 @@ seat moving between nodes may overlap a write, and neither is lost.
 """
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
+import random
 import logging
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -42,7 +44,8 @@ MEMORY_AGE_SECONDS = 30 * 24 * 3600.0  # a conversation nobody touched for a mon
 ASKED_CHARS = 4_000    # what an exchange keeps of the message that woke the turn
 ANSWER_CHARS = 4_000   # ... of the seat's answer
 TOOL_LINE_CHARS = 600  # ... of each tool call with its result
-WRITE_ATTEMPTS = 5     # compare-and-set retries before a write is given up (logged)
+WRITE_ATTEMPTS = 20    # compare-and-set retries before a write is given up (logged)
+RETRY_SPREAD_SECONDS = 0.01  # a lost race waits up to this times its attempt, at random, before reading again
 
 
 def identity_of(trigger: Any) -> str:
@@ -146,7 +149,9 @@ class ConversationMemory:
         `budget` tokens (oldest exchanges first)."""
         if not identity or budget <= 0:
             return
-        for _ in range(WRITE_ATTEMPTS):
+        for attempt in range(WRITE_ATTEMPTS):
+            if attempt:
+                await asyncio.sleep(random.random() * RETRY_SPREAD_SECONDS * attempt)  # out of lockstep
             record, revision = await self._read(handle, identity)
             held = [w for w in record["waiting"] if w.id not in answered]
             held += [w for w in waiting if w.id not in {h.id for h in held}]
