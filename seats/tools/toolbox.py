@@ -16,6 +16,7 @@ at EVENT_RESULT_CHARS, with its full size beside it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import time
@@ -66,6 +67,20 @@ class ToolRun:
             "duration_ms": round(self.seconds * 1000, 3), "is_error": self.is_error, "error": self.error,
             "result": shown, "result_chars": self.result_chars, "result_truncated": self.result_chars > len(shown),
         }
+
+
+@functools.lru_cache(maxsize=1024)
+def _validator(schema: str) -> Any:
+    """A validator for a schema (its JSON text), or False when the schema itself is invalid.
+    Checking a schema against its metaschema costs a millisecond, and every turn offers the same
+    tools again, so validators are kept (a pure function of the schema, not state of a node)."""
+    document = json.loads(schema)
+    cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft202012Validator)
+    try:
+        cls.check_schema(document)
+    except SchemaError:
+        return False
+    return cls(document)
 
 
 def _clipped(arguments: dict[str, Any]) -> dict[str, Any]:
@@ -157,14 +172,7 @@ class Toolbox:
         schema itself cannot be read, when the server is left to judge)."""
         validator = self._validators.get(spec.name)
         if validator is None:
-            cls = jsonschema.validators.validator_for(spec.input_schema, default=jsonschema.Draft202012Validator)
-            try:
-                cls.check_schema(spec.input_schema)
-            except SchemaError:
-                validator = False
-            else:
-                validator = cls(spec.input_schema)
-            self._validators[spec.name] = validator
+            validator = self._validators[spec.name] = _validator(json.dumps(spec.input_schema, sort_keys=True))
         if validator is False:
             return ""
         errors = sorted(validator.iter_errors(arguments), key=lambda e: list(e.absolute_path))
