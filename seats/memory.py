@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from engine.coord.contract import CoordStore, KeyExists, RevisionMismatch
+from engine.coord.contract import CoordError, CoordStore, KeyExists, RevisionMismatch
 from seats.providers.base import Message
 from seats.providers.scripted import approx_tokens
 
@@ -44,6 +44,7 @@ MEMORY_AGE_SECONDS = 30 * 24 * 3600.0  # a conversation nobody touched for a mon
 ASKED_CHARS = 4_000    # what an exchange keeps of the message that woke the turn
 ANSWER_CHARS = 4_000   # ... of the seat's answer
 TOOL_LINE_CHARS = 600  # ... of each tool call with its result
+ARGUMENT_CHARS = 300   # ... of that call's arguments
 WRITE_ATTEMPTS = 20    # compare-and-set retries before a write is given up (logged)
 RETRY_SPREAD_SECONDS = 0.01  # a lost race waits up to this times its attempt, at random, before reading again
 
@@ -180,6 +181,61 @@ class ConversationMemory:
         except (ValueError, TypeError) as exc:  # a record this build cannot read starts again
             log.warning("conversation_memory_unreadable", extra={"seat": handle, "error": str(exc)})
             return {"exchanges": [], "waiting": []}, entry.revision
+
+
+class TurnMemory:
+    """One turn's side of its conversation's memory: what it is shown, and what it leaves. A
+    store that does not answer costs the turn its memory (logged), never the turn."""
+
+    def __init__(self, memory: ConversationMemory | None, handle: str, trigger: Any, budget: int, *,
+                 constituents: list[Any]) -> None:
+        self.memory = memory
+        self.handle = handle
+        self.identity = identity_of(trigger)
+        self.budget = budget
+        self.constituents = constituents
+        self.own = {str(e.id) for e in constituents}
+
+    async def recall(self) -> Recollection:
+        if self.memory is None or not self.identity:
+            return Recollection(identity=self.identity)
+        try:
+            return await self.memory.recall(self.handle, self.identity, self.budget, exclude=self.own)
+        except CoordError as exc:
+            log.warning("conversation_memory_unread", extra={"seat": self.handle, "error": str(exc)})
+            return Recollection(identity=self.identity)
+
+    async def record(self, *, turn_id: str, outcome: str, redelivered: bool, asked: str, answer: str,
+                     tool_calls: list[dict[str, Any]], answered: list[str]) -> None:
+        """What the turn did, for the conversation's next turn; or, when its trigger comes back
+        (`redelivered`), the trigger as waiting. A turn that will run again for another reason
+        (a budget, a lost lease) leaves nothing: it has not happened yet."""
+        if self.memory is None or not self.identity or outcome in ("budget_exhausted", "interrupted"):
+            return
+        try:
+            if redelivered:
+                await self.memory.remember(self.handle, self.identity, None, self.budget,
+                                           waiting=[_waiting(e) for e in self.constituents])
+                return
+            exchange = Exchange(turn_id=turn_id, at=now_iso(), asked=clip(asked, ASKED_CHARS),
+                                did=[_did(call) for call in tool_calls], answer=clip(answer, ANSWER_CHARS))
+            await self.memory.remember(self.handle, self.identity, exchange, self.budget,
+                                       answered=self.own | set(answered))
+        except CoordError as exc:
+            log.warning("conversation_memory_unwritten", extra={"seat": self.handle, "error": str(exc)})
+
+
+def _waiting(event: Any) -> Waiting:
+    text = event.get("salient_body") or event.get("body") or event.get("task") or event.summary()
+    return Waiting(id=str(event.id), at=event.to_wire()["timestamp"], sender=str(event.get("sender") or ""),
+                   text=clip(str(text), ASKED_CHARS))
+
+
+def _did(call: dict[str, Any]) -> str:
+    """One tool call as an earlier exchange remembers it."""
+    arguments = json.dumps(call.get("arguments") or {}, ensure_ascii=False, default=str)
+    outcome = f"error: {call['error']}" if call.get("error") else call.get("result") or ""
+    return clip(f"I called {call['name']} {clip(arguments, ARGUMENT_CHARS)} -> {outcome}", TOOL_LINE_CHARS)
 
 
 def _bounded(exchanges: list[Exchange], waiting: list[Waiting], budget: int) -> dict[str, list]:

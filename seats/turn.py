@@ -36,7 +36,6 @@ tool failure and a guard are outcomes; an exception raised by the turn's own cod
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from dataclasses import dataclass, field
@@ -44,7 +43,6 @@ from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Protocol
 
 from engine.config.company import Company, Seat
-from engine.coord.contract import CoordError
 from events import tracing
 from events.envelope import Event, EventData, new
 from events.types.shapes import clip
@@ -61,8 +59,7 @@ from events.types.system import (
 from events.types.wakes import AgentTurnProgress
 from seats.budgets import Budgets, Refusal
 from seats.guards import Breach, Guards
-from seats.memory import ANSWER_CHARS, ASKED_CHARS, ConversationMemory, Exchange, Recollection, Waiting, identity_of, now_iso
-from seats.memory import clip as cut
+from seats.memory import ConversationMemory, TurnMemory
 from seats.prompts import prompt_size, system_text, user_text
 from seats.providers.base import Completion, assistant_message, system_message, tool_message, user_message
 from seats.providers.chain import ChainEmpty, ChainExhausted, ProviderChain, members_for
@@ -81,7 +78,6 @@ MAX_ROUNDS = 4     # continuation rounds in a row before a cut reply stands as i
 CONTINUE = "Continue exactly where your reply stopped."
 FAILED_OUTCOMES = frozenset({"budget_exhausted", "llm_unavailable", "failed", "interrupted"})
 OUTCOMES = ("completed", "stopped", "budget_exhausted", "llm_unavailable", "failed", "interrupted")
-MEMORY_TOOL_LINE = 600  # what an exchange keeps of one tool call and its result
 
 
 class ToolSource(Protocol):
@@ -289,7 +285,9 @@ class _Turn:
         req = self.request
         await self.emit(AgentTurnStarted(**self.trigger_fields))
         guards = Guards(req.company, req.seat, req.trigger)
-        recollection = await self._recall()
+        memory = TurnMemory(self.engine.memory, req.seat.handle, req.trigger, req.company.turns.memory_tokens,
+                            constituents=req.constituents)
+        recollection = await memory.recall()
         system, asked = system_text(req.company, req.seat), user_text(req.trigger)
         user = "\n\n".join(p for p in (asked, recollection.waiting_block()) if p)
         history = recollection.messages()
@@ -324,7 +322,10 @@ class _Turn:
             tools_used=phase.tools_used, transient=phase.transient, guard=phase.guard,
             model_refused=phase.model_refusal is not None, timings=phase.timings,
             shown_waiting=[w.id for w in recollection.waiting] if phase.outcome == "completed" else [])
-        await self._remember(result, recollection, asked, phase)
+        await memory.record(turn_id=req.turn_id, outcome=result.outcome, redelivered=result.redelivered,
+                            asked=asked, answer=response or (f"(the turn ended {result.outcome}: {result.error})"
+                                                             if result.error else ""),
+                            tool_calls=phase.tool_calls, answered=result.shown_waiting)
         result.duration_ms = self._ms_since(started)
         await self.emit(AgentTurnCompleted(
             **self.trigger_fields, iterations=len(phase.rounds), tools_used=phase.tools_used, response=response,
@@ -472,42 +473,6 @@ class _Turn:
         return {"trigger_summary": req.trigger.summary(), "seat": req.seat.handle,
                 "role": req.seat.role or "", "turn": req.turn_id}
 
-    async def _recall(self) -> Recollection:
-        req, memory = self.request, self.engine.memory
-        identity = identity_of(req.trigger)
-        if memory is None or not identity:
-            return Recollection(identity=identity)
-        try:
-            return await memory.recall(req.seat.handle, identity, req.company.turns.memory_tokens,
-                                       exclude={str(e.id) for e in req.constituents})
-        except CoordError as exc:  # a turn without its memory beats no turn
-            log.warning("conversation_memory_unread", extra={"seat": req.seat.handle, "error": str(exc)})
-            return Recollection(identity=identity)
-
-    async def _remember(self, result: TurnResult, recollection: Recollection, asked: str, phase: _Phase) -> None:
-        """What the turn did, for the conversation's next turn; or, when its trigger comes back,
-        the trigger as waiting. A turn that will run again (budget, lease) leaves nothing."""
-        req, memory = self.request, self.engine.memory
-        if memory is None or not recollection.identity or result.outcome in ("budget_exhausted", "interrupted"):
-            return
-        handle, budget = req.seat.handle, req.company.turns.memory_tokens
-        own = {str(e.id) for e in req.constituents}
-        try:
-            if result.redelivered:
-                waiting = [Waiting(id=str(e.id), at=e.to_wire()["timestamp"], sender=str(e.get("sender") or ""),
-                                   text=cut(str(e.get("salient_body") or e.get("body") or e.get("task")
-                                                or e.summary()), ASKED_CHARS))
-                           for e in req.constituents]
-                await memory.remember(handle, recollection.identity, None, budget, waiting=waiting)
-                return
-            answer = result.response or (f"(the turn ended {result.outcome}: {result.error})" if result.error else "")
-            exchange = Exchange(turn_id=req.turn_id, at=now_iso(), asked=cut(asked, ASKED_CHARS),
-                                did=[_did(call) for call in phase.tool_calls], answer=cut(answer, ANSWER_CHARS))
-            await memory.remember(handle, recollection.identity, exchange, budget,
-                                  answered=own | set(result.shown_waiting))
-        except CoordError as exc:
-            log.warning("conversation_memory_unwritten", extra={"seat": handle, "error": str(exc)})
-
 
 async def _within(seconds: float | None, awaitable: Awaitable) -> Any:
     """`awaitable`'s answer, or _OutOfTime when `seconds` (None: no bound) run out first."""
@@ -544,13 +509,6 @@ def _round(number: int, provider_key: str, done: Completion, started: float, sec
     if done.stop_reason:  # absent where the backend reported none (seed 000)
         entry["stop_reason"] = done.stop_reason
     return entry
-
-
-def _did(call: dict[str, Any]) -> str:
-    """One tool call as an earlier exchange remembers it."""
-    arguments = json.dumps(call.get("arguments") or {}, ensure_ascii=False, default=str)
-    outcome = f"error: {call['error']}" if call.get("error") else call.get("result") or ""
-    return clip(f"I called {call['name']} {clip(arguments, 300)} -> {outcome}", MEMORY_TOOL_LINE)
 
 
 def _stop_fields(stop: Any) -> dict[str, str]:
