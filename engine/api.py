@@ -18,6 +18,7 @@ from ninja.errors import HttpError
 from crewlet_site.auth import TokenAuth
 from engine import revisions, runtime
 from engine.config import ConfigError, parse_company
+from engine.config.redaction import redact_tool_values
 
 router = Router(tags=["config"])
 
@@ -32,7 +33,7 @@ def redact(document: str) -> str:
         value = match.group(2).strip().strip("\"'")
         return match.group(0) if value.startswith("${") else f"{match.group(1)}\"[redacted]\""
 
-    return _SECRET_LINE.sub(hide, document)
+    return redact_tool_values(_SECRET_LINE.sub(hide, document))
 
 
 def _revision(row) -> dict:

@@ -130,3 +130,31 @@ def test_max_iter_on_a_human_seat_is_refused_and_out_of_range_on_an_agent_too():
     org = {"seats": [{"handle": "alice", "kind": "agent", "max_iter": 5000}]}
     assert "expected an integer from 1 to 1000" in refusal_at(company_problems(company_text(org=org)),
                                                               "org.seats[0].max_iter")
+
+
+def test_a_reader_of_the_document_never_sees_a_tool_servers_literal_credentials():
+    from engine.api import redact
+
+    document = """tools:
+  mcp:
+    - name: notes
+      env: {NOTES_DIR: "var/notes", API_TOKEN: "abc123", FROM_ENV: "${Y}"}
+      headers: {Authorization: "Bearer ${TRACKER_MCP_TOKEN}"}
+    - name: tracker
+      transport: http
+      headers: {Authorization: "Bearer literal-secret", X-Team: nimbus}
+      env:
+        SERVICE_KEY: s3cr3t
+        REGION: eu
+    - name: wiki
+      headers:
+        Authorization: Bearer zzz
+      url: https://wiki.example/mcp
+"""
+    shown = redact(document)
+    for secret in ("abc123", "literal-secret", "nimbus", "s3cr3t", "zzz"):
+        assert secret not in shown
+    for kept in ('NOTES_DIR: "var/notes"', 'FROM_ENV: "${Y}"', 'Authorization: "Bearer ${TRACKER_MCP_TOKEN}"',
+                 "REGION: eu", "url: https://wiki.example/mcp"):
+        assert kept in shown
+    assert shown.count('"[redacted]"') == 5
