@@ -131,6 +131,11 @@ class Toolbox:
                 log.exception("tool_call_crashed", extra={"tool": call.name})
                 self._error(run, f"the tool crashed: {type(exc).__name__}: {exc}")
         run.seconds = time.perf_counter() - began
+        where = {"seat": self.context.seat.handle, "turn_id": self.context.turn_id, "tool": call.name}
+        if run.is_error:
+            log.warning("tool_call_failed", extra={**where, "error": run.error[:300]})
+        if run.result_chars > MODEL_RESULT_CHARS:
+            log.info("tool_result_cut", extra={**where, "result_chars": run.result_chars})
         return run
 
     async def _run(self, run: ToolRun) -> None:

@@ -152,7 +152,7 @@ async def test_several_calls_of_one_round_run_in_parallel_and_answer_in_their_or
         [("c1", "met"), ("c2", "met"), ("c3", "2")]
 
 
-async def test_a_tool_error_an_unknown_tool_and_arguments_off_the_schema_go_back_as_results(rig, endpoint):
+async def test_a_tool_error_an_unknown_tool_and_arguments_off_the_schema_go_back_as_results(rig, endpoint, caplog):
     endpoint.script = [Reply(body=openai_calls(("c1", "calc__fail", {"reason": "disk full"}),
                                                ("c2", "calc__nope", {}),
                                                ("c3", "calc__add", {"a": "two", "b": 2}),
@@ -170,6 +170,9 @@ async def test_a_tool_error_an_unknown_tool_and_arguments_off_the_schema_go_back
     records = {c["id"]: c for c in rig.published.one("agent_phase_completed").get("tool_calls")}
     assert all(records[i]["is_error"] for i in ("c1", "c2", "c3", "c4"))
     assert "not of type 'integer'" in records["c3"]["error"]
+    logged = [r for r in caplog.records if r.getMessage() == "tool_call_failed"]
+    assert sorted(r.tool for r in logged) == ["calc__add", "calc__add", "calc__fail", "calc__nope"]
+    assert all(r.seat == "alice" and r.turn_id == result.turn_id for r in logged)
 
 
 async def test_a_huge_result_is_cut_for_the_model_and_clipped_in_the_record(rig, endpoint):
