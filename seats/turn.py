@@ -76,6 +76,7 @@ PHASE = "respond"
 MAX_TOKENS = 4096  # per round: a reply longer than this continues in the next round
 MAX_ROUNDS = 4     # continuation rounds in a row before a cut reply stands as it is
 CONTINUE = "Continue exactly where your reply stopped."
+YIELDS_BEFORE_PROGRESS = 8  # loop turns a progress signal waits, so a tool call's request is written first
 FAILED_OUTCOMES = frozenset({"budget_exhausted", "llm_unavailable", "failed", "interrupted"})
 OUTCOMES = ("completed", "stopped", "budget_exhausted", "llm_unavailable", "failed", "interrupted")
 
@@ -263,6 +264,10 @@ class _Turn:
         event = self._event(AgentTurnProgress(phase=PHASE, iteration=1, round=number, stage=stage, **fields))
 
         async def send() -> None:
+            # Let the work the round just started go first (a tool call's request crosses a few
+            # tasks before it reaches the server): the signal is live-only, a call is not.
+            for _ in range(YIELDS_BEFORE_PROGRESS):
+                await asyncio.sleep(0)
             try:
                 await self.engine.publish(event)
             except Exception as exc:
