@@ -63,9 +63,9 @@ from seats.memory import ConversationMemory, TurnMemory
 from seats.prompts import prompt_size, system_text, user_text
 from seats.providers.base import Completion, assistant_message, system_message, tool_message, user_message
 from seats.providers.chain import ChainEmpty, ChainExhausted, ProviderChain, members_for
-from seats.providers.clients import ClientFactory, Clients
+from seats.providers.clients import SDK_MODULES, ClientFactory, Clients, load_sdks
 from seats.tools.builtins import Asker, BuiltinContext, builtins_for
-from seats.tools.mcp import RemoteTool
+from seats.tools.remote import RemoteTool
 from seats.tools.toolbox import Toolbox
 
 __all__ = ["TurnEngine", "TurnRequest", "TurnResult", "system_text", "user_text"]
@@ -177,6 +177,9 @@ class TurnEngine:
         exception. ChainEmpty when the company has no provider (the host holds the inbox)."""
         if not request.company.providers.llm:
             raise ChainEmpty()
+        # what this company's turns import, off the loop the first time (seats/tools/remote.py)
+        await load_sdks([SDK_MODULES[p.kind] for p in request.company.providers.llm if p.kind in SDK_MODULES]
+                        + ["jsonschema"])
         parent = tracing.event_trace(request.trigger)
         with tracing.span("agent.turn", parent=parent, turn_id=request.turn_id,
                           agent=request.seat.handle, node=self.node_id):

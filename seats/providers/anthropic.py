@@ -16,7 +16,6 @@ import asyncio
 import random
 from typing import Any, Callable, Sequence
 
-import anthropic
 
 from engine.config.company import Anthropic
 from seats.providers.base import Completion, Message, ProviderError, ToolCall, ToolSpec
@@ -46,6 +45,9 @@ class AnthropicProvider:
         self.model = config.model
         self.config = config
         self.clients = clients or Clients(http_client_factory)
+        import anthropic  # here, not at the top: see seats/providers/clients.py
+
+        self.sdk = anthropic
         self.retrying = Retrying(anthropic, provider_key=config.name, base_url=config.base_url,
                                  timeout_seconds=config.timeout_seconds, max_retries=config.max_retries,
                                  sleep=sleep, jitter=jitter, backoff_base=backoff_base)
@@ -62,7 +64,7 @@ class AnthropicProvider:
             body["tools"] = [wire_tool(t) for t in tools]
             body["tools"][-1]["cache_control"] = CACHED  # the cache covers every tool up to the mark
         if not self.config.api_key:
-            body["extra_headers"] = Clients.no_key_headers(anthropic, self.config, "X-Api-Key")
+            body["extra_headers"] = Clients.no_key_headers(self.sdk, self.config, "X-Api-Key")
 
         async def attempt() -> Completion:
             return self._completion(await client.messages.create(**body))

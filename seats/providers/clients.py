@@ -4,16 +4,20 @@ A client holds a connection pool, so one is built per provider entry and kept ra
 per call: a tool loop of ten rounds reuses one connection instead of opening ten. Clients are
 keyed by what they are built from (kind, name, base URL, key, timeout), so a revision that
 changes an entry gets a new client and the old one is closed with the rest at the end.
-The SDKs' own retries are off: `retries.py` keeps the project's rules.
+The SDKs' own retries are off: `retries.py` keeps the project's rules. Each SDK is imported
+where it is first used, off the node's loop (`load_sdks`): they take seconds to import on a
+loaded machine, and this module is reached from the URL map, which the node loads while it
+answers its probes (see seats/tools/remote.py).
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
-from typing import Any, Callable
+import importlib
+import sys
+from typing import Any, Callable, Iterable
 
-import anthropic
 import httpx
-import openai
 
 ClientFactory = Callable[..., httpx.AsyncClient]
 
@@ -26,14 +30,18 @@ class Clients:
         self.http_client_factory = http_client_factory
         self._clients: dict[tuple, Any] = {}
 
-    def openai(self, config: Any) -> openai.AsyncOpenAI:
+    def openai(self, config: Any) -> Any:
         """A client for an `openai` entry. An entry with no key gets a stand-in the SDK insists
         on; the provider omits the header it would make of it (`no_key_headers`)."""
+        import openai
+
         return self._get("openai", config, lambda **kw: openai.AsyncOpenAI(
             api_key=config.api_key or "no-key", base_url=config.base_url, **kw))
 
-    def anthropic(self, config: Any) -> anthropic.AsyncAnthropic:
+    def anthropic(self, config: Any) -> Any:
         """A client for an `anthropic` entry (the SDK sends x-api-key and anthropic-version)."""
+        import anthropic
+
         return self._get("anthropic", config, lambda **kw: anthropic.AsyncAnthropic(
             api_key=config.api_key or "no-key", base_url=config.base_url, **kw))
 
@@ -60,3 +68,14 @@ class Clients:
         for client in clients:
             with contextlib.suppress(Exception):
                 await client.close()
+
+
+SDK_MODULES = {"openai": "openai", "anthropic": "anthropic"}  # provider kind -> the SDK it needs
+
+
+async def load_sdks(modules: Iterable[str]) -> None:
+    """Import `modules` in a worker thread, so the first turn that needs one does not stop the
+    node's loop for the seconds an SDK takes to import."""
+    wanted = [m for m in modules if m not in sys.modules]
+    if wanted:
+        await asyncio.to_thread(lambda: [importlib.import_module(m) for m in wanted])

@@ -16,7 +16,6 @@ import json
 import random
 from typing import Any, Callable, Sequence
 
-import openai
 
 from engine.config.company import OpenAI
 from seats.providers.base import Completion, Message, ProviderError, ToolCall, ToolSpec, message_text
@@ -45,6 +44,9 @@ class OpenAIProvider:
         self.model = config.model
         self.config = config
         self.clients = clients or Clients(http_client_factory)
+        import openai  # here, not at the top: see seats/providers/clients.py
+
+        self.sdk = openai
         self.retrying = Retrying(openai, provider_key=config.name, base_url=config.base_url,
                                  timeout_seconds=config.timeout_seconds, max_retries=config.max_retries,
                                  sleep=sleep, jitter=jitter, backoff_base=backoff_base)
@@ -58,7 +60,7 @@ class OpenAIProvider:
         if tools:
             body["tools"] = [wire_tool(t) for t in tools]
         if not self.config.api_key:
-            body["extra_headers"] = Clients.no_key_headers(openai, self.config, "Authorization")
+            body["extra_headers"] = Clients.no_key_headers(self.sdk, self.config, "Authorization")
 
         async def attempt() -> Completion:
             answer = await client.chat.completions.create(**body)

@@ -12,7 +12,8 @@ managers that must be entered and left by the same task. That task:
   3. lists its tools (every page), within startup_timeout_seconds again;
   4. serves calls until it is told to stop, then closes the session (a stdio child gets its
      stdin closed, then SIGTERM, then SIGKILL, the SDK's shutdown sequence).
-A server that fails any step is `failed` with the reason; it costs only its own tools.
+A server that fails any step is `failed` with the reason; it costs only its own tools. (This
+module imports the SDK; what a turn needs to name without it is in `remote.py`.)
 
 `call` is made from a turn's task while the connection's task serves. A call is bounded by
 `call_timeout_seconds`; an error, a timeout, a crash mid-call or a result that cannot be read
@@ -29,7 +30,6 @@ import os
 import sys
 import time
 from collections import deque
-from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -44,37 +44,16 @@ from mcp.shared.exceptions import McpError
 from engine.config.company import McpServer
 from seats.providers.base import ToolSpec
 from seats.tools.names import tool_name
+from seats.tools.remote import FAILED, READY, STARTING, STOPPED, CallOutcome, RemoteTool
 
 log = logging.getLogger("seats.tools.mcp")
 
-STARTING, READY, FAILED, STOPPED = "starting", "ready", "failed", "stopped"
 LEASH = Path(__file__).with_name("leash.py")
 STDERR_TAIL_LINES = 20     # what a failure reason quotes of a child's stderr
 MAX_LISTING_PAGES = 100    # a server whose tools/list cursor never ends is cut here
 STOP_SECONDS = 10.0        # the SDK's own shutdown takes up to 2 s + 2 s; past this, cancel
 HTTP_TIMEOUT = httpx.Timeout(30.0, read=300.0)  # the SDK's defaults: a response stream may stay open
 EMPTY_SCHEMA: dict[str, Any] = {"type": "object", "properties": {}}
-
-
-@dataclass(frozen=True)
-class RemoteTool:
-    """A tool of a ready server, as the model sees it (`spec`, namespaced) and as the server
-    knows it (`tool`)."""
-
-    spec: ToolSpec
-    server: str
-    tool: str
-    connection: "McpConnection"
-
-
-@dataclass(frozen=True)
-class CallOutcome:
-    """What a call came back with: the result as text, whether the server called it an error,
-    and `error` when there is no result at all (timeout, crash, refusal)."""
-
-    text: str = ""
-    is_error: bool = False
-    error: str = ""
 
 
 class McpConnection:

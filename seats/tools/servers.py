@@ -16,12 +16,13 @@ may use (`seats`, `roles`, or every agent seat).
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from pathlib import Path
 from typing import Any, Callable
 
 from engine.config.company import Company, Seat
-from seats.tools.mcp import READY, McpConnection, RemoteTool
+from seats.tools.remote import READY, RemoteTool
 
 log = logging.getLogger("seats.tools.servers")
 
@@ -37,7 +38,7 @@ class ToolServers:
     def __init__(self, *, cwd: Path, report: Report | None = None) -> None:
         self.cwd = cwd
         self.report = report
-        self.connections: dict[str, McpConnection] = {}
+        self.connections: dict[str, Any] = {}  # name -> seats.tools.mcp.McpConnection
         self._lock = asyncio.Lock()
 
     async def start(self) -> None:
@@ -53,8 +54,10 @@ class ToolServers:
             await asyncio.gather(*(self._stop_one(c) for c in going))
             for connection in going:
                 self.connections.pop(connection.name, None)
-            starting = [McpConnection(config, cwd=self.cwd) for name, config in wanted.items()
-                        if name not in self.connections]
+            new = [config for name, config in wanted.items() if name not in self.connections]
+            # the SDK is imported off the loop, the first time a server is wanted (see remote.py)
+            connection = (await asyncio.to_thread(importlib.import_module, "seats.tools.mcp")).McpConnection if new else None
+            starting = [connection(config, cwd=self.cwd) for config in new]
             for connection in starting:
                 self.connections[connection.name] = connection
             self._report()
@@ -81,7 +84,7 @@ class ToolServers:
         """Each server's state, reason, tool count and tool names."""
         return tuple(c.describe() for c in self.connections.values())
 
-    async def _start_one(self, connection: McpConnection) -> None:
+    async def _start_one(self, connection: Any) -> None:
         log.info("mcp_server_starting", extra={"server": connection.name, "transport": connection.config.transport})
         try:
             await connection.start()
@@ -89,7 +92,7 @@ class ToolServers:
             log.exception("mcp_server_start_crashed", extra={"server": connection.name})
         self._report()
 
-    async def _stop_one(self, connection: McpConnection) -> None:
+    async def _stop_one(self, connection: Any) -> None:
         try:
             await connection.stop()
         except Exception:

@@ -24,13 +24,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Sequence
 
-import jsonschema
-from jsonschema.exceptions import SchemaError
-
 from events import tracing
 from seats.providers.base import ToolCall, ToolSpec
 from seats.tools.builtins import Builtin, BuiltinContext
-from seats.tools.mcp import READY, RemoteTool
+from seats.tools.remote import READY, RemoteTool
 
 log = logging.getLogger("seats.tools")
 
@@ -74,11 +71,13 @@ def _validator(schema: str) -> Any:
     """A validator for a schema (its JSON text), or False when the schema itself is invalid.
     Checking a schema against its metaschema costs a millisecond, and every turn offers the same
     tools again, so validators are kept (a pure function of the schema, not state of a node)."""
+    import jsonschema  # here: see seats/tools/remote.py (turns load it off the loop first)
+
     document = json.loads(schema)
     cls = jsonschema.validators.validator_for(document, default=jsonschema.Draft202012Validator)
     try:
         cls.check_schema(document)
-    except SchemaError:
+    except jsonschema.exceptions.SchemaError:
         return False
     return cls(document)
 
