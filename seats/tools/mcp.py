@@ -6,7 +6,7 @@ A connection lives in one task of its own, because the SDK's transports are anyi
 managers that must be entered and left by the same task. That task:
   1. opens the transport: a stdio child (on the leash, `leash.py`, so it dies with the node;
      its environment is the SDK's safe default plus the server's `env`; its stderr is read
-     line by line into the debug log and kept as a tail for the failure reason), or a
+     line by line into the debug log, and its tail goes with the failure's log line), or a
      streamable HTTP session with the server's `headers`;
   2. initializes the session, within startup_timeout_seconds;
   3. lists its tools (every page), within startup_timeout_seconds again;
@@ -27,6 +27,7 @@ import contextlib
 import json
 import logging
 import os
+import shutil
 import sys
 import time
 from collections import deque
@@ -148,6 +149,9 @@ class McpConnection:
         """The transport's two streams, entered on `stack`."""
         if self.config.transport == "stdio":
             command = list(self.config.command or [])
+            missing = _missing(command[0], self.cwd, self.config.env)
+            if missing:
+                raise FileNotFoundError(2, missing, command[0])
             params = StdioServerParameters(
                 command=sys.executable, args=["-I", "-S", str(LEASH), str(os.getpid()), *command],
                 env=dict(self.config.env), cwd=self.cwd)
@@ -181,13 +185,13 @@ class McpConnection:
         self.state, self.reason, self.since = state, reason, time.time()
 
     def _fail(self, reason: str) -> None:
-        tail = " | ".join(line for line in self._stderr if line.strip())
-        if tail and self.config.transport == "stdio":
-            reason = f"{reason}; its stderr said: {tail[-600:]}"
+        """Failed, with the reason /health shows; the log line adds the tail of a stdio child's
+        stderr, which only the log gets (/health answers anybody, and a child may print anything)."""
         if self.state != FAILED:
             self._set(FAILED, reason)
             self.tools = []
-            log.warning("mcp_server_failed", extra={"server": self.name, "reason": reason})
+            tail = " | ".join(line for line in self._stderr if line.strip())[-600:]
+            log.warning("mcp_server_failed", extra={"server": self.name, "reason": reason, "stderr": tail})
         self._settled.set()
 
     # -- calls -------------------------------------------------------------------------------
@@ -240,11 +244,25 @@ def _describe(exc: BaseException) -> str:
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
     if isinstance(exc, McpError):
+        if exc.error.code == types.CONNECTION_CLOSED:
+            return "the server closed the connection before it answered (its stderr is in the log)"
         return exc.error.message
     if isinstance(exc, FileNotFoundError):
-        return f"cannot start it: {exc.strerror}: {exc.filename}"
+        return f"cannot start it: {exc.filename}: {exc.strerror}"
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _missing(program: str, cwd: Path, env: dict[str, str]) -> str:
+    """Why `program` cannot be started ("" when it can): a path is read from `cwd`, a bare name
+    is looked up on the PATH the child gets."""
+    if os.sep in program:
+        path = program if os.path.isabs(program) else os.path.join(cwd, program)
+        if not os.path.exists(path):
+            return f"no such file (from {cwd})"
+        return "" if os.access(path, os.X_OK) else "not executable"
+    search = env.get("PATH") or os.environ.get("PATH", "")
+    return "" if shutil.which(program, path=search) else "not found on the PATH"
 
 
 class _StderrPipe:

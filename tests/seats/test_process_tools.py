@@ -68,8 +68,9 @@ def test_a_node_runs_a_tool_using_turn_shows_its_servers_and_takes_its_children_
 
         shown = eventually(servers, 30, "both tool servers settled on /health", node)
         assert (shown["calc"]["state"], shown["calc"]["tool_count"], shown["calc"]["transport"]) == ("ready", 7, "stdio")
-        assert shown["broken"]["state"] == "failed" and "cannot open the database" in shown["broken"]["reason"]
-        assert [line for line in node.log_lines() if line.get("msg") == "mcp_server_failed"]
+        assert shown["broken"]["state"] == "failed" and shown["broken"]["reason"]
+        [failed] = [line for line in node.log_lines() if line.get("msg") == "mcp_server_failed"]
+        assert failed["server"] == "broken" and "cannot open the database" in failed["stderr"]
 
         event_id = assign(node, "Add up the invoices")
         eventually(lambda: calls(tmp_path / "calc.calls"), 30, "the tool server to be called", node)

@@ -87,22 +87,30 @@ async def test_a_streamable_http_server_is_dialled_with_its_headers(servers, tmp
         server.stop()
 
 
-async def test_a_server_that_does_not_start_costs_only_its_own_tools_and_says_why(servers, tmp_path):
+async def test_a_server_that_does_not_start_costs_only_its_own_tools_and_says_why(servers, tmp_path, caplog):
     company = tool_company([SCRIPTED], [entry("broken", tmp_path, mode="exit_at_start"), entry("notes", tmp_path)])
     await servers.on_company(company)
     states = {s["name"]: s for s in servers.describe()}
     assert states["notes"]["state"] == READY
     assert states["broken"]["state"] == FAILED and states["broken"]["tool_count"] == 0
-    assert "toolserver: cannot open the database" in states["broken"]["reason"]  # its stderr, quoted
+    said = "the server closed the connection before it answered (its stderr is in the log)"
+    assert states["broken"]["reason"] == said
+    [logged] = [r for r in caplog.records if r.getMessage() == "mcp_server_failed"]
+    assert (logged.server, logged.reason) == ("broken", said)
+    assert "toolserver: cannot open the database" in logged.stderr  # its stderr: in the log, never on /health
     offered = {t.spec.name for t in servers.tools_for(company, company.seat_by_handle("alice"))}
     assert offered and all(name.startswith("notes__") for name in offered)
 
 
-async def test_a_command_that_does_not_exist_is_a_failed_server_naming_it(servers, tmp_path):
-    company = tool_company([SCRIPTED], [{"name": "ghost", "transport": "stdio", "command": ["./no-such-server"]}])
+@pytest.mark.parametrize("program, says", [("./no-such-server", "cannot start it: ./no-such-server: no such file"),
+                                           ("no-such-server", "cannot start it: no-such-server: not found on the PATH"),
+                                           ("./notes.md", "cannot start it: ./notes.md: not executable")])
+async def test_a_command_that_cannot_be_started_is_a_failed_server_naming_it(servers, tmp_path, program, says):
+    (tmp_path / "notes.md").write_text("not a program")
+    company = tool_company([SCRIPTED], [{"name": "ghost", "transport": "stdio", "command": [program]}])
     await servers.on_company(company)
     [state] = servers.describe()
-    assert state["state"] == FAILED and "no-such-server" in state["reason"]
+    assert state["state"] == FAILED and state["reason"].startswith(says)
 
 
 # 8 s for the listing case: its start must fit the same bound first, and a Python child takes
