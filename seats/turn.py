@@ -36,6 +36,7 @@ tool failure and a guard are outcomes; an exception raised by the turn's own cod
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -76,7 +77,10 @@ PHASE = "respond"
 MAX_TOKENS = 4096  # per round: a reply longer than this continues in the next round
 MAX_ROUNDS = 4     # continuation rounds in a row before a cut reply stands as it is
 CONTINUE = "Continue exactly where your reply stopped."
-YIELDS_BEFORE_PROGRESS = 8  # loop turns a progress signal waits, so a tool call's request is written first
+# How long a round's `answered` signal waits for the tools it announces: a fast round of tools
+# is not slowed by a publish of its own announcement (it follows them at once), and a slow one
+# is announced while it runs. 20 ms is below what a person watching the live view can tell.
+ANNOUNCE_HOLD_SECONDS = 0.02
 FAILED_OUTCOMES = frozenset({"budget_exhausted", "llm_unavailable", "failed", "interrupted"})
 OUTCOMES = ("completed", "stopped", "budget_exhausted", "llm_unavailable", "failed", "interrupted")
 
@@ -261,16 +265,16 @@ class _Turn:
         return new(stamped, tracing.trace_of(), source="engine", delegation_depth=trigger.delegation_depth,
                    delegation_chain=trigger.delegation_chain, parent_turn_id=trigger.parent_turn_id)
 
-    def progress(self, number: int, stage: str, **fields: Any) -> None:
+    def progress(self, number: int, stage: str, *, hold: asyncio.Event | None = None, **fields: Any) -> None:
         """agent_turn_progress, published beside the round rather than before it: a live-only
-        signal is not worth a broker round trip in every round (flushed before the phase ends)."""
+        signal is not worth a broker round trip in every round (flushed before the phase ends).
+        With `hold`, it waits for that (or ANNOUNCE_HOLD_SECONDS) before it is sent."""
         event = self._event(AgentTurnProgress(phase=PHASE, iteration=1, round=number, stage=stage, **fields))
 
         async def send() -> None:
-            # Let the work the round just started go first (a tool call's request crosses a few
-            # tasks before it reaches the server): the signal is live-only, a call is not.
-            for _ in range(YIELDS_BEFORE_PROGRESS):
-                await asyncio.sleep(0)
+            if hold is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(hold.wait(), ANNOUNCE_HOLD_SECONDS)
             try:
                 await self.engine.publish(event)
             except Exception as exc:
@@ -389,15 +393,21 @@ class _Turn:
             tokens = done.tokens_in + done.tokens_out
             if engine.budgets is not None and await self._refused(phase, await engine.budgets.charge(req.company, req.seat, tokens)):
                 return
-            self.progress(number, "answered", tokens_in=done.tokens_in, tokens_out=done.tokens_out,
-                          tool=", ".join(c.name for c in done.tool_calls), detail=clip(done.text, 200))
+            tools_ran = asyncio.Event()
+            self.progress(number, "answered", hold=tools_ran if done.tool_calls else None, tokens_in=done.tokens_in,
+                          tokens_out=done.tokens_out, tool=", ".join(c.name for c in done.tool_calls),
+                          detail=clip(done.text, 200))
             if done.stop_reason in ("refusal", "context_exceeded"):
+                tools_ran.set()
                 if done.stop_reason == "refusal":
                     phase.model_refusal = {"category": "", "explanation": done.text}
                 phase.end("failed", f"the model stopped: {done.stop_reason}", done.stop_reason)
                 return
             if done.tool_calls:
-                ended = await self._tools(phase, entry, number, done, messages, toolbox, guards)
+                try:
+                    ended = await self._tools(phase, entry, number, done, messages, toolbox, guards)
+                finally:
+                    tools_ran.set()
                 phase.timings.append(RoundTiming(time.perf_counter() - began, provider_s, entry.pop("_tools_s", 0.0)))
                 if ended:
                     return
