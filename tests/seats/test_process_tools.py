@@ -12,7 +12,7 @@ import urllib.request
 
 import pytest
 
-from tests.node.harness import ADMIN, READER, NodeProcess, eventually, pid_alive
+from tests.node.harness import ADMIN, READER, ROOT, NodeProcess, eventually, pid_alive
 from tests.seats.test_providers import ChatEndpoint, Reply, chat_body
 from tests.seats.test_tool_servers import child_pids
 from tests.seats.tooling import TOOLSERVER, calls, openai_calls
@@ -95,3 +95,31 @@ def test_a_node_runs_a_tool_using_turn_shows_its_servers_and_takes_its_children_
     finally:
         node.stop()
         endpoint.stop()
+
+
+def test_the_bundled_example_company_runs_a_tool_using_turn_offline(tmp_path):
+    """What `make run` shows: the scripted model calls the example's notes server, then replies."""
+    text = (ROOT / "examples" / "company.yaml").read_text()
+    assert 'NOTES_DIR: "var/notes"' in text
+    text = text.replace('NOTES_DIR: "var/notes"', f'NOTES_DIR: "{tmp_path / "notes"}"')  # not the checkout's var/
+    secrets = {name: "example-secret" for name in ("GITHUB_WEBHOOK_SECRET", "SLACK_SIGNING_SECRET",
+                                                   "GITLAB_WEBHOOK_TOKEN", "JIRA_WEBHOOK_SECRET",
+                                                   "MATTERMOST_WEBHOOK_TOKEN")}
+    node = NodeProcess(home=tmp_path / "node-1")
+    try:
+        node.start(company=text, env=secrets)
+        node.wait_ready()
+        event_id = assign(node, "Write the release notes")
+        notebook = tmp_path / "notes" / "notes.md"
+        eventually(notebook.exists, 60, "the notes tool to write the notebook", node)
+        assert "assigned alice: Write the release notes" in notebook.read_text()
+
+        def completed():
+            status, body, _ = node.get("/events?type=agent_turn_completed", READER)
+            return status == 200 and [e for e in body["items"] if event_id in (e.get("trigger_ids") or [])]
+
+        [turn] = eventually(completed, 30, "the turn's completion", node)
+        assert (turn["outcome"], turn["tools_used"], turn["iterations"]) == ("completed", ["notes__append"], 2)
+        assert turn["response"].startswith("On it. (")
+    finally:
+        node.stop()

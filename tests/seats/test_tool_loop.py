@@ -20,6 +20,7 @@ from seats.turn import TurnEngine, TurnRequest
 from tests.seats.test_providers import Reply, chat_body, endpoint  # noqa: F401  (the fixture)
 from tests.seats.test_turn import OPENING, Published, slack_message
 from tests.seats.tooling import (
+    HttpToolServer,
     anthropic_answer,
     calls,
     headers_of,
@@ -332,3 +333,17 @@ async def test_a_timing_per_round_separates_the_model_the_tools_and_the_engine(r
     assert first.round_s >= first.provider_s + first.tools_s
     assert second.tools_s == 0
     assert json.dumps(rig.published.one("agent_phase_completed").get("rounds"))  # the record stays JSON
+
+
+async def test_a_tool_of_a_streamable_http_server_is_called_in_a_turn(rig, endpoint, tmp_path):
+    server = HttpToolServer(tmp_path / "http.calls").start()
+    try:
+        endpoint.script = [Reply(body=openai_calls(("c1", "remote__append", {"text": "over http"}))),
+                           Reply(body=chat_body("Stored remotely."))]
+        company = rig.company(servers=[{"name": "remote", "transport": "http", "url": server.url}])
+        result = await rig.run(company)
+    finally:
+        server.stop()
+    assert [(c["tool"], c["arguments"]) for c in calls(tmp_path / "http.calls")] == [("append", {"text": "over http"})]
+    assert tool_messages(endpoint.requests[1]) == [{"role": "tool", "tool_call_id": "c1", "content": "stored: over http"}]
+    assert (result.outcome, result.tools_used) == ("completed", ["remote__append"])
