@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
 from dashboard.projection import LiveProjection
@@ -18,6 +19,7 @@ from notify.service import NotificationService
 from seats.duties import MaintenanceDuty
 from seats.meters import BudgetMetersPublisher
 from seats.runtime import SeatRuntime
+from seats.tools.servers import ToolServers
 
 if TYPE_CHECKING:
     from engine.node.process import Node
@@ -60,7 +62,18 @@ def build_services(node: "Node") -> Services:
     return Services(
         projection=LiveProjection(node) if "ingress" in roles else None,
         notifications=NotificationService(node) if roles & {"ingress", "workers"} else None,
-        seats=SeatRuntime(node) if "seats" in roles else None,
+        seats=SeatRuntime(node, tool_servers=_tool_servers(node)) if "seats" in roles else None,
         maintenance=MaintenanceDuty(node) if "workers" in roles else None,
         meters=BudgetMetersPublisher(node, tick_seconds=node.timings.budget_meters_seconds),  # every node
     )
+
+
+def _tool_servers(node: "Node") -> ToolServers:
+    """The company's MCP tool servers, as the seat hosts' turns call them; their state is what
+    /health reports (`NodeState.tool_servers`). stdio commands run from the node's working
+    directory, as `tools.mcp[].command` paths in the example are written."""
+
+    def report(servers: tuple[dict, ...]) -> None:
+        node.state.tool_servers = tuple(servers)
+
+    return ToolServers(cwd=Path.cwd(), report=report)

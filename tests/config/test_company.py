@@ -57,7 +57,7 @@ def test_a_provider_of_an_unknown_kind_or_bad_settings_is_refused():
            {"name": "c", "kind": "openai", "model": "m"}]
     problems = company_problems(company_text(providers={"llm": llm}))
     assert refusal_at(problems, "providers.llm[0].kind") == \
-        'providers.llm[0].kind: expected one of scripted, openai, got "magic"'
+        'providers.llm[0].kind: expected one of scripted, openai, anthropic, got "magic"'
     assert "at least 0" in refusal_at(problems, "providers.llm[1].delay_seconds")
     assert refusal_at(problems, "providers.llm[2].base_url") == "providers.llm[2].base_url: missing: expected text"
 
