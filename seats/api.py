@@ -1,6 +1,6 @@
 """The seats over REST: `GET /seats`, `GET /seats/{handle}`, `POST /seats/{handle}/pause` and
-`/resume`, `POST /seats/{handle}/tasks`, `GET /budgets` (seed 000, "Routing"; seed 002, "Token
-Budgets"). Each route is one call of `seats.queries`, the functions the dashboard calls too.
+`/resume`, `POST /seats/{handle}/tasks`, `GET /budgets`, `GET /schedules` and `POST
+/schedules/{name}/fire` (seed 000, "Routing"; seed 002, "Token Budgets"). Each route is one call of `seats.queries`, the functions the dashboard calls too.
 
 crewlet_site mounts the router with the bearer check: reads need the read grant, writes the
 admin grant. A `SeatRefused` leaves as its status and `{"detail": ...}` (crewlet_site.api).
@@ -58,3 +58,13 @@ async def resume(request: HttpRequest, handle: str) -> dict[str, Any]:
 async def assign_task(request: HttpRequest, handle: str, body: TaskIn):
     event = await queries.assign_task(node_in(request.scope), handle, body.text, actor=f"token:{request.auth}")
     return Status(202, {"event_id": str(event.id), "handle": handle})
+
+
+@router.get("/schedules", summary="Every schedule: its next fires, its last fire, the scheduler duty's holder")
+async def schedules(request: HttpRequest) -> dict[str, Any]:
+    return await queries.schedules(node_in(request.scope))
+
+
+@router.post("/schedules/{name}/fire", response={202: dict}, summary="Fire a schedule now, as the scheduler would")
+async def fire_schedule(request: HttpRequest, name: str):
+    return Status(202, await queries.fire_schedule(node_in(request.scope), name, actor=f"token:{request.auth}"))

@@ -10,7 +10,9 @@ role. Each sweep:
      one that escaped that record is still found: a mailbox nobody remembers starts its clock
      when it is found (it may belong to a revision this node has not applied yet);
   3. deletes, with the mail they still hold, the inbox and control subscriptions of every seat
-     absent from the active revision for longer than the retirement horizon (24 hours).
+     absent from the active revision for longer than the retirement horizon (24 hours);
+  4. sweeps the A2A channels (seed 000, "Ephemeral A2A channels"; `a2a.service.sweep`): closes
+     those idle for an hour and deletes the records closed seven days ago.
 `delete_subscription` needs no local attachment, so which node ran the seat does not matter.
 """
 from __future__ import annotations
@@ -24,10 +26,10 @@ from typing import Any, Callable
 
 from django.conf import settings
 
+from a2a import service as a2a
 from engine.coord.contract import RevisionMismatch
-from engine.coord.keeper import LeaseKeeper
-from engine.coord.leases import duty_key
 from engine.queue import topics
+from seats.dutylease import DutyLease
 from seats.node import SeatsNode
 from seats.pauses import SEATS_BUCKET
 
@@ -43,23 +45,33 @@ def seen_key(handle: str) -> str:
 
 
 class MaintenanceDuty:
-    """The `workers` role's maintenance duty. Settings: CREWLET_MAINTENANCE_SWEEP_SECONDS and
-    CREWLET_SEAT_RETIRE_AFTER_SECONDS (Django settings), or the keyword arguments."""
+    """The `workers` role's maintenance duty. Settings: CREWLET_MAINTENANCE_SWEEP_SECONDS,
+    CREWLET_SEAT_RETIRE_AFTER_SECONDS, CREWLET_A2A_IDLE_CLOSE_SECONDS and
+    CREWLET_A2A_RETAIN_CLOSED_SECONDS (Django settings; the last two are the seed's fixed
+    numbers, shortened only by tests), or the keyword arguments."""
 
     name = "maintenance"
 
     def __init__(self, node: SeatsNode, *, sweep_seconds: float | None = None, retire_after_seconds: float | None = None,
+                 a2a_idle_seconds: float | None = None, a2a_retain_seconds: float | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.node = node
         self.sweep_seconds = float(sweep_seconds or getattr(settings, "CREWLET_MAINTENANCE_SWEEP_SECONDS", SWEEP_SECONDS))
         self.retire_after = float(retire_after_seconds or getattr(settings, "CREWLET_SEAT_RETIRE_AFTER_SECONDS",
                                                                    RETIRE_AFTER_SECONDS))
+        self.a2a_idle = float(a2a_idle_seconds or getattr(settings, "CREWLET_A2A_IDLE_CLOSE_SECONDS", a2a.IDLE_CLOSE_SECONDS))
+        self.a2a_retain = float(a2a_retain_seconds or getattr(settings, "CREWLET_A2A_RETAIN_CLOSED_SECONDS",
+                                                               a2a.RETAIN_CLOSED_SECONDS))
         self.clock = clock
-        self.lease: Any = None
+        self.duty = DutyLease(node.leases, DUTY)
         self.retired: list[str] = []
-        self._keeper: LeaseKeeper | None = None
+        self.swept = a2a.Swept([], [])
         self._task: asyncio.Task | None = None
         self._stopping = asyncio.Event()
+
+    @property
+    def lease(self) -> Any:
+        return self.duty.lease
 
     async def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name="maintenance-duty")
@@ -70,17 +82,14 @@ class MaintenanceDuty:
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
-        if self._keeper is not None:
-            await self._keeper.stop()
-        if self.lease is not None and not cut:
-            with contextlib.suppress(Exception):
-                await self.node.leases.release(self.lease)
+        await self.duty.stop(cut)
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
             try:
                 if await self.hold_duty():
                     await self.sweep_once()
+                    await self.sweep_channels()
             except Exception:
                 log.exception("maintenance_sweep_failed")
             with contextlib.suppress(asyncio.TimeoutError):
@@ -88,22 +97,14 @@ class MaintenanceDuty:
 
     async def hold_duty(self) -> bool:
         """Whether this node runs the duty now: the lease is held and exclusive, or just taken."""
-        if self.lease is not None and self.lease.is_exclusive(self.node.leases.clock()):
-            return True
-        self.lease = await self.node.leases.acquire(duty_key(DUTY))
-        if self.lease is None:
-            return False
-        log.info("duty_acquired", extra={"duty": DUTY, "epoch": self.lease.epoch})
-        if self._keeper is None:
-            self._keeper = LeaseKeeper(self.node.leases, on_lost=self._lost)
-            self._keeper.start()
-        self._keeper.add(self.lease)
-        return True
+        return await self.duty.hold()
 
-    async def _lost(self, lease: Any) -> None:
-        if lease is self.lease:
-            log.warning("duty_lost", extra={"duty": DUTY})
-            self.lease = None
+    async def sweep_channels(self) -> a2a.Swept:
+        """Close the A2A channels idle for an hour, delete those closed seven days ago."""
+        swept = await a2a.sweep(self.node, now=self.clock(), idle_seconds=self.a2a_idle, retain_seconds=self.a2a_retain)
+        self.swept.closed.extend(swept.closed)
+        self.swept.deleted.extend(swept.deleted)
+        return swept
 
     async def sweep_once(self) -> list[str]:
         """One sweep; the handles whose mailboxes it retired."""
