@@ -116,8 +116,10 @@ def due_between(expression: str, tz: tzinfo, after: datetime, until: datetime, *
 
 def previous_fire(expression: str, tz: tzinfo, at: datetime) -> datetime | None:
     """The latest due time at or before `at`, in UTC; None when there is none."""
+    # cronsim's reverse is strict too: start a second past `at` so `at` itself can answer.
+    start = at.astimezone(tz).replace(microsecond=0) + timedelta(seconds=1)
     try:
-        due = next(CronSim(expand(expression), at.astimezone(tz), reverse=True))
+        due = next(CronSim(expand(expression), start, reverse=True))
     except StopIteration:
         return None
     return due.astimezone(timezone.utc)
