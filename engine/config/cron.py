@@ -79,13 +79,9 @@ def _named(message: str, parts: list[str]) -> str:
 
 def fires_after(expression: str, tz: tzinfo, after: datetime) -> Iterator[datetime]:
     """The expression's due times strictly after `after`, on the clock `tz`, in UTC, ascending."""
+    # cronsim drops the microseconds and steps one second before it matches, so what it yields
+    # is strictly after `after`.
     start = after.astimezone(tz)
-    # cronsim drops microseconds, and answers a start that is itself a due time with that
-    # start: step past it so "after" is strict.
-    if start.microsecond:
-        start = start.replace(microsecond=0) + timedelta(seconds=1)
-    else:
-        start = start + timedelta(seconds=1)
     for due in CronSim(expand(expression), start):
         yield due.astimezone(timezone.utc)
 

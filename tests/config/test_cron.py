@@ -47,3 +47,11 @@ def test_a_long_downtime_of_a_seconds_schedule_is_counted_up_to_the_cap_with_the
     after = datetime(2025, 1, 1, tzinfo=UTC)
     latest, count = due_between("* * * * * *", UTC, after, after + timedelta(days=2), cap=500)
     assert latest == after + timedelta(days=2) and count == 500
+
+
+def test_a_seconds_schedule_yields_every_second_strictly_after():
+    after = datetime(2025, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert next_fires("* * * * * *", UTC, after, 2) == [after + timedelta(seconds=1), after + timedelta(seconds=2)]
+    assert next_fires("* * * * * *", UTC, after + timedelta(microseconds=500), 1) == [after + timedelta(seconds=1)]
+    assert due_between("* * * * * *", UTC, after, after + timedelta(seconds=5), cap=100) == (after + timedelta(seconds=5), 5)
+    assert previous_fire("* * * * * *", UTC, after + timedelta(microseconds=500)) == after

@@ -1,0 +1,122 @@
+"""The scheduler fires exactly once per due time across a SIGKILL of the duty's holder and across
+a node restart (seed 000, "Routing", producer 2; seed 002, the `workers` role's singleton
+scheduler tick on a lease with a fencing epoch).
+
+Real node processes on a fleet's NATS server, a seconds-granular schedule, and the product's
+scheduler tick; the lease TTL is the Tier A setting `coordination.lease_ttl_seconds`, short so a
+peer takes the duty in seconds. What was fired is read off the broker by a tap on
+`crewlet.events.scheduled_task_fired`, not from a killed node's store. "Exactly once" is
+checked as: no due time fired twice, and between two consecutive fires every due time in
+between is counted in the later fire's `missed` -- none vanished, none doubled.
+"""
+from __future__ import annotations
+
+import signal
+from datetime import datetime, timedelta, timezone
+
+import pytest
+
+from engine.config.cron import due_between
+from tests.node.external import ExternalNats
+from tests.node.harness import READER, NodeProcess, eventually
+from tests.node.tap import Tap
+
+pytestmark = pytest.mark.timeout(240)
+
+
+def company(cron: str) -> str:
+    return f"""
+name: nimbus
+providers:
+  llm:
+    - {{name: local, kind: scripted, delay_seconds: 0, reply: "done"}}
+org:
+  seats:
+    - {{handle: maya, kind: human, role: founder}}
+    - {{handle: carol, kind: agent, role: pm}}
+schedules:
+  - {{name: tick, seat: carol, cron: "{cron}", task: "Say the time"}}
+"""
+
+
+def _due(fire: dict) -> datetime:
+    return datetime.fromisoformat(fire["scheduled_for"].replace("Z", "+00:00"))
+
+
+def _fires(tap: Tap) -> list[dict]:
+    return sorted((f for f in tap.of("scheduled_task_fired") if not f.get("manual")), key=_due)
+
+
+def assert_each_due_time_fired_once(fires: list[dict], cron: str) -> None:
+    dues = [_due(f) for f in fires]
+    assert len(dues) == len(set(dues)), f"a due time fired twice: {dues}"
+    for before, after in zip(fires, fires[1:]):
+        _, between = due_between(cron, timezone.utc, _due(before), _due(after) - timedelta(microseconds=1), cap=10_000)
+        assert after["missed"] == between, f"{_due(after)} says {after['missed']} missed, {between} passed since {_due(before)}"
+
+
+def _holder(node: NodeProcess) -> str | None:
+    answer = node.probe("/health")
+    if answer is None:
+        return None
+    status, body, _ = node.get("/schedules", READER)
+    holder = (body or {}).get("items", [{}])[0].get("holder") if status == 200 else None
+    return holder["node"] if holder else None
+
+
+def test_a_sigkill_of_the_duty_holder_hands_the_schedule_over_and_no_due_time_fires_twice(tmp_path):
+    cron = "*/2 * * * * *"
+    fleet = ExternalNats(tmp_path / "nats").start()
+    tap = Tap(fleet.url, fleet.token, ["crewlet.events.scheduled_task_fired"]).start()
+    nodes = [NodeProcess(home=tmp_path / f"node-{i}", node_id=f"node-{i}") for i in (1, 2)]
+    config = {"stream": fleet.stream_block(), "coordination": "embedded-kv", "ttl": 3, "sweep": 0.3}
+    try:
+        nodes[0].start(company=company(cron), **config)
+        nodes[0].wait_ready()
+        nodes[1].start(company=None, **config)
+        nodes[1].wait_ready()
+        eventually(lambda: len(_fires(tap)) >= 3, 60, "three fires", nodes[0])
+        holder_id = eventually(lambda: _holder(nodes[0]), 30, "the scheduler duty's holder", nodes[0])
+        holder = next(n for n in nodes if n.node_id == holder_id)
+        survivor = next(n for n in nodes if n is not holder)
+        holder.signal(signal.SIGKILL)
+        holder.wait_exit()
+        killed_at = len(_fires(tap))
+        eventually(lambda: [f for f in _fires(tap)[killed_at:] if f["node"] == survivor.node_id][2:], 60,
+                   "the survivor to fire three times", survivor)
+        assert eventually(lambda: _holder(survivor), 30, "the survivor to hold the duty", survivor) == survivor.node_id
+        fires = _fires(tap)
+        assert_each_due_time_fired_once(fires, cron)
+        assert {f["node"] for f in fires[:killed_at]} == {holder.node_id}  # one holder fleet-wide until the kill
+    finally:
+        tap.stop()
+        for node in nodes:
+            node.stop()
+        fleet.stop()
+
+
+def test_a_node_restarted_after_a_sigkill_fires_once_for_its_downtime_and_never_twice(tmp_path):
+    cron = "* * * * * *"
+    fleet = ExternalNats(tmp_path / "nats").start()
+    tap = Tap(fleet.url, fleet.token, ["crewlet.events.scheduled_task_fired"]).start()
+    node = NodeProcess(home=tmp_path / "node-1", node_id="node-1")
+    config = {"stream": fleet.stream_block(), "coordination": "embedded-kv", "ttl": 3, "sweep": 0.3}
+    try:
+        node.start(company=company(cron), **config)
+        node.wait_ready()
+        eventually(lambda: len(_fires(tap)) >= 3, 60, "three fires", node)
+        node.signal(signal.SIGKILL)
+        node.wait_exit()
+        before = len(_fires(tap))
+        node.start(company=None, **config)  # the fleet's active revision; the fire record is on the broker's KV
+        node.wait_ready()
+        eventually(lambda: len(_fires(tap)) >= before + 3, 60, "three fires after the restart", node)
+        fires = _fires(tap)
+        assert_each_due_time_fired_once(fires, cron)
+        assert fires[before]["missed"] >= 1  # the boot's seconds: one fire, the count of what it missed
+        status, body, _ = node.get("/schedules", READER)
+        assert status == 200 and body["items"][0]["last_fire"]["state"] == "published"
+    finally:
+        tap.stop()
+        node.stop()
+        fleet.stop()
