@@ -11,6 +11,7 @@ between is counted in the later fire's `missed` -- none vanished, none doubled.
 """
 from __future__ import annotations
 
+import itertools
 import signal
 from datetime import datetime, timedelta, timezone
 
@@ -50,7 +51,7 @@ def _fires(tap: Tap) -> list[dict]:
 def assert_each_due_time_fired_once(fires: list[dict], cron: str) -> None:
     dues = [_due(f) for f in fires]
     assert len(dues) == len(set(dues)), f"a due time fired twice: {dues}"
-    for before, after in zip(fires, fires[1:]):
+    for before, after in itertools.pairwise(fires):
         _, between = due_between(cron, timezone.utc, _due(before), _due(after) - timedelta(microseconds=1), cap=10_000)
         assert after["missed"] == between, f"{_due(after)} says {after['missed']} missed, {between} passed since {_due(before)}"
 
