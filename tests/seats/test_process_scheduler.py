@@ -12,14 +12,17 @@ between is counted in the later fire's `missed` -- none vanished, none doubled.
 from __future__ import annotations
 
 import itertools
+import json
 import signal
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 
 import pytest
 
 from engine.config.cron import due_between
 from tests.node.external import ExternalNats
-from tests.node.harness import READER, NodeProcess, eventually
+from tests.node.harness import ADMIN, READER, ROOT, NodeProcess, clean_env, eventually
 from tests.node.tap import Tap
 
 pytestmark = pytest.mark.timeout(240)
@@ -38,6 +41,11 @@ org:
 schedules:
   - {{name: tick, seat: carol, cron: "{cron}", task: "Say the time"}}
 """
+
+
+def schedule_command(node: NodeProcess, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "manage.py", "crewlet_schedule", *args, "--config", str(node.home / "crewlet.yaml")],
+                          cwd=ROOT, env={**clean_env(), "CREWLET_API_TOKEN": ADMIN}, capture_output=True, text=True, timeout=60)
 
 
 def _due(fire: dict) -> datetime:
@@ -117,6 +125,18 @@ def test_a_node_restarted_after_a_sigkill_fires_once_for_its_downtime_and_never_
         assert fires[before]["missed"] >= 1  # the boot's seconds: one fire, the count of what it missed
         status, body, _ = node.get("/schedules", READER)
         assert status == 200 and body["items"][0]["last_fire"]["state"] == "published"
+        assert body["items"][0]["holder"]["node"] == "node-1" and len(body["items"][0]["next_fires"]) == 3
+        # an operator fires it now, through the same path; a name the company lacks is refused by name
+        fired = schedule_command(node, "fire", "tick")
+        assert fired.returncode == 0, fired.stderr
+        event_id = json.loads(fired.stdout)["event_id"]
+        manual = eventually(lambda: [f for f in tap.of("scheduled_task_fired") if f.get("manual")], 30, "the manual fire", node)
+        assert manual[0]["fired_by"] == "token:founder" and manual[0]["schedule"] == "tick"
+        assert event_id not in {f["id"] for f in _fires(tap)}
+        refused = schedule_command(node, "fire", "tock")
+        assert refused.returncode != 0 and "'tock' is no schedule" in refused.stderr and "Traceback" not in refused.stderr
+        listed = schedule_command(node, "list")
+        assert listed.returncode == 0 and json.loads(listed.stdout)["items"][0]["name"] == "tick"
     finally:
         tap.stop()
         node.stop()

@@ -1,4 +1,4 @@
-"""`python manage.py crewlet_schedule --config crewlet.yaml list | fire NAME`: the company's
+"""`python manage.py crewlet_schedule list | fire NAME --config crewlet.yaml`: the company's
 schedules as the running node sees them, and firing one now (seed 000, "Routing", producer 2).
 
 `list` reads `GET /schedules` (each schedule's next fires, last fire and the scheduler duty's
@@ -19,18 +19,19 @@ class Command(BaseCommand):
     help = "List the company's schedules, or fire one now, on the running node."
 
     def add_arguments(self, parser):
-        parser.add_argument("verb", choices=("list", "fire"), help="list the schedules, or fire one now")
-        parser.add_argument("name", nargs="?", default=None, help="the schedule to fire")
-        parser.add_argument("--config", default=None, help="the node's Tier A file (names the API address)")
-        parser.add_argument("--url", default=None, help="a running node's API address (default: from --config)")
-        parser.add_argument("--token", default=None, help="an API token (prefer CREWLET_API_TOKEN)")
+        verbs = parser.add_subparsers(dest="verb", required=True)
+        listing = verbs.add_parser("list", help="every schedule: next fires, last fire, the duty's holder")
+        firing = verbs.add_parser("fire", help="fire one schedule now, as the scheduler would")
+        firing.add_argument("name", help="the schedule to fire")
+        for sub in (listing, firing):
+            sub.add_argument("--config", default=None, help="the node's Tier A file (names the API address)")
+            sub.add_argument("--url", default=None, help="a running node's API address (default: from --config)")
+            sub.add_argument("--token", default=None, help="an API token (prefer CREWLET_API_TOKEN)")
 
     def handle(self, *args, **opts):
         from django.conf import settings
 
-        verb, name = opts["verb"], opts["name"]
-        if verb == "fire" and not name:
-            raise CommandError("NAME: name the schedule to fire (crewlet_schedule fire standup)")
+        verb, name = opts["verb"], opts.get("name")
         try:
             client = ApiClient.from_options(settings.NODE, opts["url"], opts["token"],
                                             needs="fire a schedule" if verb == "fire" else "read the schedules")
