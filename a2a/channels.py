@@ -103,12 +103,10 @@ class ChannelBook:
         self.store = store
 
     async def open(self, channel: Channel) -> Channel:
-        """Write a new open channel; the channel as stored (its revision and opened_at)."""
+        """Write a new open channel; the channel with its revision. Its opened_at is the store's
+        stamp, read back by whoever reads the record (not here: the ask does not wait for it)."""
         revision = await self._call(self.store.create, CHANNELS_BUCKET, channel.channel_id, channel.encode())
-        entry = await self.store.get(CHANNELS_BUCKET, channel.channel_id)
-        if entry is None or entry.revision != revision:  # closed or swept that fast: what it holds now
-            return Channel.decode(entry) if entry is not None else _with(channel, revision=revision)
-        return Channel.decode(entry)
+        return _with(channel, revision=revision)
 
     async def get(self, channel_id: str) -> Channel | None:
         """The channel, or None when there is no record (never opened, or deleted)."""

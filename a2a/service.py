@@ -25,6 +25,7 @@ they closed. Neither is configurable (the seed's numbers); tests shorten them as
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
@@ -190,11 +191,10 @@ async def answer(node: A2ANode, *, request: Event, response: str, answered_by: s
         return ANSWERED
     answerer = _seat_fields(company, answered_by)
     conversation = f"a2a:{channel_id}"
-    await _record(node, new(A2AMessageSent(**answerer, channel_id=channel_id, requester=channel.requester, responder=answered_by,
-                                           turn_id=turn_id, kind="answer", sender=answered_by, recipient=channel.requester,
-                                           body=response),
-                            trace, source="a2a", id=ids["sent"], **envelope))
-    await _record(node, _closed_event(closed, trace, ids["closed"], **answerer, work_key=conversation))
+    sent = new(A2AMessageSent(**answerer, channel_id=channel_id, requester=channel.requester, responder=answered_by,
+                              turn_id=turn_id, kind="answer", sender=answered_by, recipient=channel.requester, body=response),
+               trace, source="a2a", id=ids["sent"], **envelope)
+    await asyncio.gather(_record(node, sent), _record(node, _closed_event(closed, trace, ids["closed"], **answerer, work_key=conversation)))
     log.info("a2a_answered", extra={"channel_id": channel_id, "seat": answered_by, "turn_id": turn_id,
                                     "duration_ms": closed.duration_ms})
     return ANSWERED
