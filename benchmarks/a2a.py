@@ -104,7 +104,8 @@ def pct(values: list[float], q: float) -> float:
 
 async def raw_round_trips(q, rounds: int) -> list[float]:
     """The two publishes an ask and its answer ride on, with nothing between them."""
-    there, back = ("crewlet.agent.rawbob.inbox", topics.inbox_group("rawbob")), ("crewlet.agent.rawalice.inbox", topics.inbox_group("rawalice"))
+    there = (topics.agent_inbox("rawbob"), topics.inbox_group("rawbob"))
+    back = (topics.agent_inbox("rawalice"), topics.inbox_group("rawalice"))
     for topic, group in (there, back):
         await q.ensure_subscription(topic, group)
     arrivals = Arrivals()
