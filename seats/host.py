@@ -12,7 +12,8 @@ re-subscribing. Per partition the handler:
      then the first event runs in the current ack scope;
   3. runs the turn inside the node's concurrency gate -- waiting for a slot keeps the delivery;
   4. settles (`_settle`):
-       completed/stopped     -> every constituent recorded as worked, and the waiting messages
+       completed/stopped     -> (a completed turn that answered an ask sends its answer first:
+                                `_answer_ask`) every constituent recorded as worked, and the waiting messages
                                 of its thread the turn was shown and answered (seed 000, "the
                                 failed one is not answered twice"); ACK
        llm_unavailable, every member of the chain failing for a passing reason (429, 5xx,
@@ -43,11 +44,12 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
+from a2a import service as a2a
 from engine.coord.contract import CoordError
 from engine.coord.leases import Lease
 from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
-from engine.queue.contract import Batch, BatchOptions, Delivery, EventQueue, Outcome
+from engine.queue.contract import Batch, BatchOptions, Delivery, EventQueue, Outcome, QueueError
 from events.envelope import Event, EventData, new
 from events.tracing import TraceContext, event_trace, new_span_id, trace_of
 from events.types.notification import TurnTriggerSkipped
@@ -72,6 +74,7 @@ ABANDONED = {  # why a turn was abandoned, by what ended it
     "provider": "abandoned: the model provider refused the call",
     "failed": "abandoned: the turn failed",
 }
+A2A_REQUEST = "a2a_request"  # an ask's wake: the turn it starts answers it
 
 
 class TurnRunner(Protocol):
@@ -303,6 +306,10 @@ class SeatHost:
                           "duration_ms": getattr(result, "duration_ms", 0)}
         if outcome in ("completed", "stopped"):
             self.provider_down = False
+            if outcome == "completed":
+                answered = await self._answer_ask(request, result)
+                if answered is not None:
+                    return answered
             await self._record_worked(request, getattr(result, "shown_waiting", ()))
             return Outcome.ACK
         error = getattr(result, "error", "") or outcome
@@ -327,6 +334,27 @@ class SeatHost:
         why = ("guard" if getattr(result, "guard", "") else "refusal" if getattr(result, "model_refused", False)
                else "provider" if outcome == "llm_unavailable" else "failed")
         return await self._abandon(request, ABANDONED[why], error)
+
+    async def _answer_ask(self, request: TurnRequest, result: Any) -> Outcome | None:
+        """A completed turn woken by an ask (`a2a_request`, never merged with other mail) answers it
+        with its final response (seed 000, "Ephemeral A2A channels"), before the trigger is
+        recorded worked, so a redelivery finds either no record (and answers) or the answer sent.
+        None to go on recording; DEFER, unrecorded, when this node no longer holds the seat (the
+        holder answers the redelivery) or the broker or store failed."""
+        if request.trigger.type != A2A_REQUEST:
+            return None
+        try:
+            done = await a2a.answer(self.node, request=request.trigger, response=getattr(result, "response", "") or "",
+                                    answered_by=self.handle, turn_id=request.turn_id, authorised=self._holds_seat)
+        except (QueueError, CoordError) as exc:
+            return self._store_down(exc)
+        if done == a2a.NOT_AUTHORISED:
+            log.warning("a2a_answer_not_authorised", extra={"seat": self.handle, "turn_id": request.turn_id})
+            return Outcome.DEFER
+        return None
+
+    def _holds_seat(self) -> bool:
+        return self.lease is None or self.lease.is_exclusive(self.clock())
 
     async def _record_worked(self, request: TurnRequest, answered: Any = ()) -> None:
         """Every constituent worked by this turn, and each waiting message of its thread it was

@@ -23,15 +23,19 @@ import contextlib
 import logging
 from pathlib import Path
 
+from a2a import service as a2a
+from a2a.service import AskOutcome
 from engine.config import Company
 from engine.coord.leases import Lease
 from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
 from events.envelope import Event
+from events.tracing import trace_of
 from seats.host import SeatHost, TurnRunner
 from seats.memory import ConversationMemory
 from seats.node import SeatsNode
 from seats.pauses import watch_pauses
+from seats.tools.builtins import Ask
 from seats.tools.servers import ToolServers
 from seats.turn import TurnEngine
 
@@ -57,7 +61,7 @@ class SeatRuntime:
         self.tool_servers = tool_servers if tool_servers is not None else ToolServers(cwd=Path.cwd())
         self.turns = turns if turns is not None else TurnEngine(node_id=node.node_id, publish=self.publish,
                                                                 budgets=self.budgets, tools=self.tool_servers,
-                                                                memory=self.memory)
+                                                                memory=self.memory, asker=self.ask)
         self.gate = asyncio.Semaphore(max(1, int(node.max_concurrent)))
         self.poll_seconds = poll_seconds or node.sweep_seconds or DEFAULT_POLL_SECONDS
         self.hosts: dict[str, SeatHost] = {}
@@ -197,6 +201,15 @@ class SeatRuntime:
                     await self._refresh_pause(host)
                 except Exception as exc:
                     log.warning("seat_pause_poll_failed", extra={"seat": host.handle, "error": str(exc)})
+
+    # -- asking ----------------------------------------------------------------------------
+    async def ask(self, ask: Ask) -> AskOutcome:
+        """The `a2a_ask` tool's door (seats.tools.builtins): the A2A service opens the channel and
+        wakes the asked seat, under the asking tool call's span, one hop deeper than the trigger."""
+        trigger = ask.trigger
+        return await a2a.ask(self.node, asker=ask.asker.handle, target=ask.target.handle, brief=ask.question,
+                             depth=trigger.delegation_depth, trace=trace_of(), turn_id=ask.turn_id,
+                             chain=tuple(trigger.delegation_chain or ()))
 
     # -- events ----------------------------------------------------------------------------
     async def publish(self, event: Event) -> None:

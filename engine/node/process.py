@@ -398,7 +398,7 @@ class Node:
 
     async def _follow_company(self, company: Company) -> None:
         """A revision applied: the services that follow the company re-read it."""
-        for follower in (self.services.projection, self.services.seats):
+        for follower in (self.services.projection, self.services.seats, self.services.scheduler):
             if follower is None:
                 continue
             try:

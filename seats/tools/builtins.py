@@ -4,10 +4,11 @@ agents ask each other through ephemeral A2A channels).
 
 One registry, `BUILTINS`, name -> Builtin. A built-in is offered only when what it needs is
 wired: `a2a_ask` needs an `Asker`, the A2A service's door (it opens the channel and wakes the
-asked seat). What the engine itself decides about an ask is here, so a refusal reaches the
-model as a tool result it can read and act on: an unknown seat, a human seat, the asker
-itself, an empty or oversized question, and an ask past the delegation depth cap (the asked
-turn would run at the trigger's depth plus one).
+asked seat). The rules an ask meets are the A2A app's (`a2a.service.ask_refusal`), checked
+here before anything is sent, so a refusal reaches the model as a tool result it can read and
+act on: an unknown seat, a human seat, the asker itself, an empty or oversized question, and
+an ask past the company's `turns.depth_cap` (the asked turn would run at the trigger's depth
+plus one).
 
 `a2a_ask` ends the turn once the ask is sent ("ask, then end the turn"): the answer arrives
 later as a new message in the asker's inbox, in a turn of its own.
@@ -17,11 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
+from a2a.service import AskOutcome, ask_refusal
 from engine.config.company import Company, Seat
 from events.envelope import Event
 from seats.providers.base import ToolSpec
-
-MAX_QUESTION_CHARS = 20_000  # a question is the asked turn's prompt, as a task is (seats.tasks)
 
 
 @dataclass(frozen=True)
@@ -38,9 +38,10 @@ class Ask:
 
 
 class Asker(Protocol):
-    """The A2A service's door: send the ask; returns a receipt the model reads (a channel id)."""
+    """The A2A service's door: send the ask (already checked); what it came to, whose `text`
+    the model reads."""
 
-    async def __call__(self, ask: Ask) -> str: ...
+    async def __call__(self, ask: Ask) -> AskOutcome: ...
 
 
 @dataclass(frozen=True)
@@ -82,29 +83,18 @@ async def a2a_ask(context: BuiltinContext, arguments: dict[str, Any]) -> Builtin
     question = str(arguments.get("question") or "").strip()
     if not handle:
         return _refused("seat: name the seat to ask")
-    target = company.seat_by_handle(handle)
-    if target is None:
-        agents = ", ".join(s.handle for s in company.agent_seats() if s.handle != me.handle) or "none"
-        return _refused(f"seat: {handle!r} is no seat of {company.name} (agent seats: {agents})")
-    if not target.is_agent:
-        return _refused(f"seat: {handle!r} is a human seat; reach people through your own tools")
-    if target.handle == me.handle:
-        return _refused("seat: you cannot ask yourself")
-    if not question:
-        return _refused("question: say what you are asking")
-    if len(question) > MAX_QUESTION_CHARS:
-        return _refused(f"question: at most {MAX_QUESTION_CHARS:,} characters (this one has {len(question):,})")
-    depth = context.trigger.delegation_depth + 1
-    cap = company.turns.depth_cap
-    if depth > cap:
-        return _refused(f"the delegation depth cap is {cap}, and this ask would be depth {depth}: "
-                        "answer with what you have instead")
+    refusal = ask_refusal(company, asker=me.handle, target=handle, brief=question, depth=context.trigger.delegation_depth)
+    if refusal is not None:
+        return BuiltinResult(text=refusal.text, is_error=True)
     if context.asker is None:
         return BuiltinResult(text="a2a_ask: asking other agents is not available on this node", is_error=True)
-    receipt = await context.asker(Ask(company=company, asker=me, target=target, question=question,
-                                      trigger=context.trigger, turn_id=context.turn_id, depth=depth))
-    return BuiltinResult(text=f"asked {target.handle}; the answer will arrive as a new message ({receipt}). "
-                              "Your turn ends here.", ends_turn=True)
+    target = company.seat_by_handle(handle)
+    outcome = await context.asker(Ask(company=company, asker=me, target=target, question=question,
+                                      trigger=context.trigger, turn_id=context.turn_id,
+                                      depth=context.trigger.delegation_depth + 1))
+    if not outcome.ok:
+        return BuiltinResult(text=outcome.text, is_error=True)
+    return BuiltinResult(text=f"{outcome.text}. Your turn ends here.", ends_turn=True)
 
 
 BUILTINS: dict[str, Builtin] = {

@@ -13,6 +13,7 @@ import pytest
 from events import tracing
 from events.envelope import new
 from events.types.task import TaskAssigned
+from a2a.service import AskOutcome
 from seats.tools.builtins import Ask
 from seats.tools.servers import ToolServers
 from seats.tools.toolbox import EVENT_RESULT_CHARS, MODEL_RESULT_CHARS
@@ -58,9 +59,11 @@ class Rig:
         servers = kw.pop("servers", None) or [stdio_entry("calc", self.calls_file, call_timeout_seconds=5)]
         return tool_company([provider or openai_entry(self.endpoint)], servers, **kw)
 
-    async def ask(self, ask: Ask) -> str:
+    async def ask(self, ask: Ask) -> AskOutcome:
+        """Records the ask the tool handed over, as the A2A service would take it."""
         self.asks.append(ask)
-        return f"channel ch-{len(self.asks)}"
+        return AskOutcome(ok=True, text=f"asked {ask.target.handle} (channel ch-{len(self.asks)})",
+                          channel_id=f"ch-{len(self.asks)}")
 
     async def run(self, company, trigger=None, *, asker: bool = False, **kw):
         await self.servers.on_company(company)
@@ -288,9 +291,9 @@ async def test_a2a_ask_hands_the_question_over_and_ends_the_turn(rig, endpoint):
 
 @pytest.mark.parametrize("arguments, says", [
     ({"seat": "maya", "question": "?"}, "'maya' is a human seat"),
-    ({"seat": "zed", "question": "?"}, "'zed' is no seat of acme"),
-    ({"seat": "alice", "question": "?"}, "you cannot ask yourself"),
-    ({"seat": "bob", "question": "x" * 20_001}, "question: at most 20,000 characters"),
+    ({"seat": "zed", "question": "?"}, "'zed' is no seat of the company"),
+    ({"seat": "alice", "question": "?"}, "'alice' is you"),
+    ({"seat": "bob", "question": "x" * (64 * 1024 + 1)}, "brief: 65,537 bytes is over the 65,536-byte limit"),
 ])
 async def test_a2a_ask_refusals_are_results_the_model_reads(rig, endpoint, arguments, says):
     endpoint.script = [Reply(body=openai_calls(("c1", "a2a_ask", arguments))), Reply(body=chat_body("Understood."))]
@@ -305,7 +308,7 @@ async def test_a2a_ask_past_the_depth_cap_is_refused_as_a_result(rig, endpoint):
                        Reply(body=chat_body("I'll answer myself."))]
     result = await rig.run(rig.company(), slack_message().replace(delegation_depth=5), asker=True)
     assert rig.asks == [] and result.outcome == "completed"
-    assert "the delegation depth cap is 5, and this ask would be depth 6" in tool_messages(endpoint.requests[1])[0]["content"]
+    assert "this ask would be hop 6 of a chain of asks, past the cap of 5" in tool_messages(endpoint.requests[1])[0]["content"]
 
 
 async def test_without_an_a2a_service_a2a_ask_is_not_offered(rig, endpoint):
