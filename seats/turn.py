@@ -158,7 +158,7 @@ class TurnEngine:
         if not request.company.providers.llm:
             raise ChainEmpty()
         parent = tracing.event_trace(request.trigger)
-        with tracing.span("agent.turn", parent=parent, turn_id=request.turn_id,
+        with tracing.span(tracing.AGENT_TURN, parent=parent, turn_id=request.turn_id,
                           agent=request.seat.handle, node=self.node_id):
             return await _Turn(self, request).run()
 
@@ -201,15 +201,17 @@ class _Turn:
         req = self.request
         system, user = system_text(req.company, req.seat), user_text(req.trigger)
         phase_started = self.engine.clock()
-        phase = await self._rounds([{"role": "system", "content": system}, {"role": "user", "content": user}])
-        response = "".join(phase.texts)
-        failed = phase.outcome in FAILED_OUTCOMES
-        await self.emit(AgentPhaseCompleted(
-            phase=PHASE, iteration=1, model=phase.model, provider_key=phase.provider_key,
-            system_prompt=system, user_prompt=user, response=response, rounds=phase.rounds,
-            stop_reason=phase.stop_reason, tokens_in=phase.tokens_in, tokens_out=phase.tokens_out,
-            duration_ms=self._ms_since(phase_started), failed=failed, error=phase.error,
-            error_kind=phase.error_kind, refusal=phase.model_refusal))
+        # agent.turn.<phase>: the phase's rounds and its record hang under it (seed 002, "How Traces Flow").
+        with tracing.span(tracing.turn_phase(PHASE), phase=PHASE, agent=req.seat.handle):
+            phase = await self._rounds([{"role": "system", "content": system}, {"role": "user", "content": user}])
+            response = "".join(phase.texts)
+            failed = phase.outcome in FAILED_OUTCOMES
+            await self.emit(AgentPhaseCompleted(
+                phase=PHASE, iteration=1, model=phase.model, provider_key=phase.provider_key,
+                system_prompt=system, user_prompt=user, response=response, rounds=phase.rounds,
+                stop_reason=phase.stop_reason, tokens_in=phase.tokens_in, tokens_out=phase.tokens_out,
+                duration_ms=self._ms_since(phase_started), failed=failed, error=phase.error,
+                error_kind=phase.error_kind, refusal=phase.model_refusal))
         duration_ms = self._ms_since(started)
         await self.emit(AgentTurnCompleted(
             **self.trigger_fields, iterations=len(phase.rounds), response=response, outcome=phase.outcome,
