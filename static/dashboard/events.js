@@ -78,6 +78,7 @@
     try {
       const page = await Live.query("events_page", args(more));
       if (mine !== generation) return;
+      Live.coverage(document.getElementById("coverage"), page);
       if (!more) body.replaceChildren();
       for (const item of page.items) body.append(row(item, false));
       cursor = page.next_cursor;

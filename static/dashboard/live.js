@@ -197,6 +197,19 @@
     }
   }
 
-  window.Live = { on, query, h, fmt, links, note, eventItem, label, INSPECTABLE };
+  /* Coverage (seed 000, "Reading the fleet's history": "Every answer says who answered"): a
+   * history answer from fewer than every live node is shown as such in `el`, naming each node
+   * that did not answer and why; a complete answer hides it. */
+  function coverage(el, answer) {
+    const cov = answer && answer.coverage;
+    if (!el || !cov || cov.complete) { if (el) { el.hidden = true; el.replaceChildren(); } return; }
+    const missing = cov.nodes.filter((n) => !n.answered);
+    el.replaceChildren(h("strong", { text: "Partial history: " }),
+      `${cov.nodes.length - missing.length} of ${cov.nodes.length} nodes answered; what these hold is not shown: `,
+      ...missing.flatMap((n, i) => [i ? "; " : "", h("code", { text: n.id }), n.error ? ` (${n.error})` : ""]));
+    el.hidden = false;
+  }
+
+  window.Live = { on, query, h, fmt, links, note, eventItem, label, coverage, INSPECTABLE };
   document.addEventListener("DOMContentLoaded", () => { localTimes(); connect(); });
 })();

@@ -59,7 +59,7 @@
 
   function render(items) {
     if (!items.length) {
-      header.replaceChildren(h("p", { class: "muted", text: "This node's store holds no event of this trace (yet)." }));
+      header.replaceChildren(h("p", { class: "muted", text: "No node holds an event of this trace (yet)." }));
       tree.replaceChildren();
       return;
     }
@@ -78,6 +78,7 @@
   async function load() {
     try {
       const answer = await Live.query("trace", { trace_id: traceId });
+      Live.coverage(document.getElementById("coverage"), answer);
       render(answer.items);
     } catch (err) {
       header.replaceChildren(h("p", { class: "error", text: `The trace could not be read: ${err.detail || err.message}` }));

@@ -10,19 +10,21 @@ answers its probes only). Every node exports its spans to one OTLP/HTTP receiver
 """
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 import uuid
 
 import pytest
 
 from tests.node.external import ExternalNats
-from tests.node.harness import READER, NodeProcess, eventually
+from tests.dashboard.test_browser import PASSWORD, USER, WAIT_MS, browser  # noqa: F401  (a fixture)
+from tests.node.harness import READER, ROOT, NodeProcess, clean_env, eventually
 from tests.notify import deliveries as d
 from tests.notify.http import post
 from tests.otlp import OtlpReceiver
 
 pytestmark = pytest.mark.timeout(240)
-
-TTL = 5
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +38,8 @@ def fleet(tmp_path_factory):
         "ingress": NodeProcess(home=home / "node-edge", node_id="node-edge"),
         "seats": NodeProcess(home=home / "node-seats", node_id="node-seats"),
     }
-    common = {"stream": broker.stream_block(), "coordination": "embedded-kv", "ttl": TTL, "sweep": 0.3}
+    # The default lease TTL (45 s): a node stopped for less than that is still live by its lease.
+    common = {"stream": broker.stream_block(), "coordination": "embedded-kv", "sweep": 0.3}
     try:
         nodes["data"].start("--roles", "data,workers", company=d.company_yaml(), env=env, **common)
         nodes["data"].wait_ready()
@@ -152,3 +155,56 @@ def test_django_spans_the_http_surface_it_serves(fleet, delivered):
                 and "/events" in str(s.attributes.get("http.target") or s.attributes.get("url.path") or s.name)]
 
     assert eventually(server_span, 30, "Django's span of GET /events")
+
+
+def test_a_live_node_that_does_not_answer_is_named_in_the_answer_and_on_the_dashboard(fleet, delivered, browser):
+    """The seats node stopped (SIGSTOP) inside its lease: still live, silent. Every read names
+    it with the reason and says the answer is not complete; the dashboard's trace tree and
+    event log say so above what they show. Resumed, the answers are whole again."""
+    from playwright.sync_api import expect
+
+    nodes, _ = fleet
+    trace_id, _, whole = delivered
+    edge = nodes["ingress"]
+    made = subprocess.run([sys.executable, "manage.py", "createsuperuser", "--noinput"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60,
+                          env={**clean_env(), "CREWLET_CONFIG": str(edge.home / "crewlet.yaml"), "DJANGO_SUPERUSER_USERNAME": USER,
+                               "DJANGO_SUPERUSER_PASSWORD": PASSWORD, "DJANGO_SUPERUSER_EMAIL": "operator@example.com"})
+    assert made.returncode == 0, made.stderr
+    nodes["seats"].signal(signal.SIGSTOP)
+    try:
+        status, found, _ = edge.get(f"/events/trace/{trace_id}", token=READER, timeout=10)
+        assert status == 200, found
+        coverage = {n["id"]: n for n in found["coverage"]["nodes"]}
+        assert found["coverage"]["complete"] is False
+        assert coverage["node-seats"] == {"id": "node-seats", "answered": False,
+                                          "error": "timeout: no answer inside the 2 s fleet read budget"}
+        assert coverage["node-data"]["answered"] and coverage["node-edge"]["answered"]
+        assert {i["id"] for i in found["items"]} == {i["id"] for i in whole["items"]}  # its rows are kept elsewhere
+
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        page = context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(edge.base + "/dashboard/login/")
+        page.fill("input[name=username]", USER)
+        page.fill("input[name=password]", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url(edge.base + "/dashboard/")
+        page.goto(f"{edge.base}/dashboard/traces/{trace_id}/")
+        notice = page.locator("#coverage")
+        expect(notice).to_be_visible()
+        expect(notice).to_contain_text("2 of 3 nodes answered")
+        expect(notice).to_contain_text("node-seats")
+        expect(notice).to_contain_text("timeout")
+        expect(page.locator('.trace-event[data-type="agent_turn_completed"]').first).to_be_visible()
+        page.goto(f"{edge.base}/dashboard/events/")
+        expect(page.locator("#coverage")).to_contain_text("node-seats")
+        context.close()
+    finally:
+        nodes["seats"].signal(signal.SIGCONT)
+
+    def whole_again():
+        status, found, _ = edge.get(f"/events/trace/{trace_id}", token=READER, timeout=10)
+        return status == 200 and found["coverage"]["complete"]
+
+    eventually(whole_again, 30, "the seats node to answer again once resumed")
