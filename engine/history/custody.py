@@ -87,9 +87,7 @@ class CustodySender:
         self.capacity = capacity
         self.clock = clock
         self.stats = SenderStats()
-        self._buffer: list[tuple[dict[str, Any], int]] = []
-        self._buffered_bytes = 0
-        self._oldest = 0.0
+        self._buffer: list[tuple[Event, float]] = []   # each event and when it was buffered
         self._sending = 0                 # events in the batch being published
         self._kick = asyncio.Event()
         self._task: asyncio.Task | None = None
@@ -98,29 +96,18 @@ class CustodySender:
 
     # -- the publish listener (inline, on the loop) ---------------------------------------------
     def __call__(self, topic: str, event: Event) -> None:
-        """Buffer one published event for custody; never blocks, never raises."""
+        """Buffer one published event for custody; never blocks, never raises, and costs the
+        publisher an append: the encoding happens when a batch is made."""
         if not categories.is_stored(event.type):
             return  # what the store leaves out is left out here too (custody_batch among them)
         if len(self._buffer) + self._sending >= self.capacity:
             return self._drop(event, "the custody buffer is full (the broker is not taking batches)")
-        try:
-            wire = event.to_wire()
-            size = len(pydantic_core.to_json(wire, inf_nan_mode="null", fallback=str))
-        except Exception:
-            log.exception("event_custody_unencodable", extra={"event_type": event.type, "event_id": str(event.id)})
-            return self._drop(event, "unencodable")
-        if size > MAX_EVENT_BYTES:
-            return self._drop(event, f"one event of {size} bytes cannot ride a custody batch")
-        if not self._buffer:
-            self._oldest = self.clock()
-            self._kick.set()
-        self._buffer.append((wire, size))
-        self._buffered_bytes += size
-        if len(self._buffer) >= self.max_events or self._buffered_bytes >= self.max_bytes:
+        self._buffer.append((event, self.clock()))
+        if len(self._buffer) == 1 or len(self._buffer) >= self.max_events:
             self._kick.set()
 
-    def _drop(self, event: Event, why: str) -> None:
-        self.stats.dropped += 1
+    def _drop(self, event: Event, why: str, count: int = 1) -> None:
+        self.stats.dropped += count
         now = self.clock()
         if not self._last_drop_log or now - self._last_drop_log >= DROP_LOG_SECONDS:
             self._last_drop_log = now
@@ -147,27 +134,42 @@ class CustodySender:
                 self._kick.clear()
                 await self._kick.wait()
                 continue
-            wait = self._oldest + self.linger - self.clock()
-            full = len(self._buffer) >= self.max_events or self._buffered_bytes >= self.max_bytes
-            if wait > 0 and not full and not self._closing:
+            wait = self._buffer[0][1] + self.linger - self.clock()  # the oldest waits a second at most
+            if wait > 0 and len(self._buffer) < self.max_events and not self._closing:
                 self._kick.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._kick.wait(), wait)
                 continue
-            await self._send(self._take())
+            taken = self._take()
+            if taken:
+                await self._send(taken)
 
     def _take(self) -> list[tuple[dict[str, Any], int]]:
-        """The oldest buffered events, up to one batch's limits (at least one)."""
-        count, size = 0, 0
-        for _, event_size in self._buffer:
-            if count and (count >= self.max_events or size + event_size > self.max_bytes):
+        """The oldest buffered events as wire forms, up to one batch's limits (at least one);
+        an event that cannot be encoded, or is too large for any batch, is dropped and counted."""
+        taken: list[tuple[dict[str, Any], int]] = []
+        size, used = 0, 0
+        for event, _ in self._buffer:
+            if len(taken) >= self.max_events:
                 break
-            count += 1
+            try:
+                wire = event.to_wire()
+                event_size = len(pydantic_core.to_json(wire, inf_nan_mode="null", fallback=str))
+            except Exception:
+                log.exception("event_custody_unencodable", extra={"event_type": event.type, "event_id": str(event.id)})
+                used += 1
+                self._drop(event, "unencodable")
+                continue
+            if event_size > MAX_EVENT_BYTES:
+                used += 1
+                self._drop(event, f"one event of {event_size} bytes cannot ride a custody batch")
+                continue
+            if taken and size + event_size > self.max_bytes:
+                break
+            taken.append((wire, event_size))
             size += event_size
-        taken, self._buffer = self._buffer[:count], self._buffer[count:]
-        self._buffered_bytes -= size
-        if self._buffer:
-            self._oldest = self.clock()  # what is left waits its own second from now at most
+            used += 1
+        del self._buffer[:used]
         return taken
 
     async def _send(self, taken: list[tuple[dict[str, Any], int]]) -> None:

@@ -77,7 +77,8 @@ async def test_what_a_node_without_data_publishes_is_stored_once_on_a_data_node(
     await eventually(lambda: _has(stored_ids("default"), expected), message="every event to be kept")
     assert await stored_ids("default") == expected
     assert sender.stats.batches >= 3 and sender.stats.events == 600  # 256 to a batch at most
-    assert data.stats.kept == sender.stats.batches and data.stats.deleted == 0
+    await eventually(lambda: data.stats.kept == sender.stats.batches, message="every batch settled as kept")
+    assert data.stats.deleted == 0
     assert await asyncio.to_thread(store.unsettled, using="default") == []  # every batch settled as kept
     await data.stop(False)
     await sender.close(5)
