@@ -229,11 +229,13 @@ def listener_costs(count: int) -> dict[str, float]:
     """µs one publish listener call takes on the publishing loop, per event (no broker): what
     each adds to every publish beside the broker's acknowledgement."""
     from engine.history.custody import CustodySender
+    from engine.queue import topics
     from events.envelope import new
     from events.store import EventStoreWriter
     from events.tracing import trace_of
     from events.types.task import TaskAssigned
 
+    subject = topics.event_subject("task_assigned")
     batch = [new(TaskAssigned(agent_id=f"agent-{i % 40}", agent_handle=f"a{i % 40}", task="y" * 200), trace_of(),
                  source="bench").with_node("node-s") for i in range(count)]
     out = {}
@@ -243,12 +245,12 @@ def listener_costs(count: int) -> dict[str, float]:
         sender = CustodySender(None, "node-s", capacity=count + 10)  # no loop started: its call alone
         start = time.perf_counter()
         for event in batch:
-            sender("crewlet.events.task_assigned", event)
+            sender(subject, event)
         return time.perf_counter() - start
 
     start = time.perf_counter()
     for event in batch:
-        writer("crewlet.events.task_assigned", event)
+        writer(subject, event)
     out[VARIANTS[1]] = (time.perf_counter() - start) / count * 1e6
     writer.close(60)
     out[VARIANTS[2]] = asyncio.run(sending()) / count * 1e6

@@ -191,10 +191,11 @@ class FleetReads:
         that came back and who answered. An EventQueryError from this node's own read is raised
         (the question is wrong, not the fleet)."""
         question = Question(name=name, at=self.clock(), args=args)
+        local = asyncio.ensure_future(self.run_read(read_part, question, horizon_hours=self.horizon_hours, using=self.using))
+        deadline = asyncio.get_running_loop().time() + self.budget_seconds  # one budget: the roster's read and the answers
         peers, roster_error = await self._peers()
         raw = question.encode()
-        local = asyncio.ensure_future(self.run_read(read_part, question, horizon_hours=self.horizon_hours, using=self.using))
-        remote = [asyncio.ensure_future(self._ask(peer, raw)) for peer in peers]
+        remote = [asyncio.ensure_future(self._ask(peer, raw, deadline)) for peer in peers]
         try:
             mine = await local
             error = ""
@@ -227,10 +228,13 @@ class FleetReads:
             return [], f"roster: the live nodes could not be read ({type(exc).__name__}: {exc})"
         return sorted({n for n in live if n and n != self.node_id}), ""
 
-    async def _ask(self, peer: str, raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    async def _ask(self, peer: str, raw: bytes, deadline: float) -> tuple[dict[str, Any] | None, str]:
         """One peer's part, or None and why it is missing."""
+        left = deadline - asyncio.get_running_loop().time()
+        if left <= 0:
+            return None, f"timeout: no answer inside the {self.budget_seconds:g} s fleet read budget"
         try:
-            reply = await self.transport.ask(peer, raw, self.budget_seconds)
+            reply = await self.transport.ask(peer, raw, left)
         except AskFailed as exc:
             return None, str(exc)
         except Exception as exc:

@@ -22,7 +22,7 @@ from engine.coord.leases import LeaseManager, presence_key
 from engine.queue import topics
 from engine.queue.contract import EventQueue, NoResponders, QueueError, ReplySubscription, RequestTimeout
 from events.answers import REPLY_BUDGET_BYTES, answer_bytes
-from events.fleet import AskFailed, FleetReads, ReadRunner, Roster
+from events.fleet import FLEET_READ_SECONDS, AskFailed, FleetReads, ReadRunner, Roster
 
 log = logging.getLogger("engine.history")
 
@@ -32,8 +32,9 @@ ROSTER_SECONDS = 1.0  # the roster is read again after a second: a node's presen
 class QueueTransport:
     """Questions to other nodes over the queue's request/reply."""
 
-    def __init__(self, queue: EventQueue) -> None:
+    def __init__(self, queue: EventQueue, budget: float = FLEET_READ_SECONDS) -> None:
         self.queue = queue
+        self.budget = budget  # what a timeout is named against: the asker's whole budget, not what was left of it
 
     async def ask(self, node_id: str, question: bytes, timeout: float) -> bytes:
         subject = topics.eventfan_subject(node_id)
@@ -43,7 +44,7 @@ class QueueTransport:
             raise AskFailed("no_responders", "the node does not listen for history questions (stopping, or not "
                                              "serving yet)") from None
         except RequestTimeout:
-            raise AskFailed("timeout", f"no answer inside the {timeout:g} s fleet read budget") from None
+            raise AskFailed("timeout", f"no answer inside the {self.budget:g} s fleet read budget") from None
         except QueueError as exc:
             raise AskFailed("unreachable", str(exc)) from None
 

@@ -49,7 +49,7 @@ from engine.node.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
 from engine.node.services import Services, build_services
 from engine.node.watchdog import EXIT_WATCHDOG, Watchdog
 from engine.history.custody import CustodySender
-from engine.history.eventfan import fleet_history
+from engine.history.eventfan import HistoryAnswerer, fleet_history
 from engine.history.reads import StoreThreads
 from engine.queue import topics
 from engine.queue.contract import EventQueue, Tuning
@@ -120,6 +120,7 @@ class Node:
         self.store_reads = StoreThreads(4, "history-read")
         self.store_writes = StoreThreads(1, "custody-write")
         self._history: FleetReads | None = None
+        self.answers: HistoryAnswerer | None = None
         self.broker: Any = None                       # the embedded broker's supervisor, if any
         self._queue: EventQueue | None = None
         self._coord: CoordStore | None = None         # the fleet's shared records (durable: the broker's KV)
@@ -391,7 +392,12 @@ class Node:
     async def _take_presence(self) -> None:
         """This node's presence lease, held for the node's life: taken now, and taken again by
         the keeper whenever it is missed or lost (a stalled loop, a store that did not answer),
-        so /ready recovers without a restart."""
+        so /ready recovers without a restart. The node answers the fleet's history questions
+        first: the presence leases are the roster those questions go to (seed 000, "Reading the
+        fleet's history"), so a node on it is one that answers."""
+        self.answers = HistoryAnswerer(queue=self.queue, node_id=self.node_id, horizon_hours=self.horizon_hours,
+                                       run_read=self.store_reads)
+        await self.answers.start()
         labels = list(self.cfg.node.labels)
         self.presence = await self.leases.acquire_presence(list(self.roles), labels)
         self.state.presence_held = self.presence is not None
@@ -532,6 +538,8 @@ class Node:
                                                        reason=self._stop_reason or "stopped")), bound, "org_stopped")
         for store in {id(s): s for s in (self._lease_store, self._coord) if s is not None}.values():
             await _bounded(store.close(), bound, "coord_close")
+        if self.answers is not None:  # off the roster (presence given back), so no longer asked
+            await _bounded(self.answers.stop(self._cut), bound, "history_answers_stop")
         if self.custody is not None:  # what the node published last, org_stopped included, goes to a data node
             await _bounded(self.custody.close(bound), None, "custody_flush")
         if self._queue is not None:

@@ -1,7 +1,8 @@
 """What a node runs beside its own loops, by role (seed 002, "Running the Engine + API":
 `seats` runs the agents, `ingress` serves webhooks and the dashboard, `workers` runs the
 singleton duties, `data` keeps the event log and the custody batches of the nodes without it;
-every node publishes its budget meters and answers the fleet's history questions).
+every node publishes its budget meters. Every node also answers the fleet's history questions,
+from before it takes its presence lease: engine.node.process).
 
 `Services` names each service the node may run, typed, so the node calls the one it means --
 a new revision goes to the projection and the seat hosts, a seat's placement to the seat
@@ -16,7 +17,6 @@ from typing import TYPE_CHECKING, Protocol
 
 from dashboard.projection import LiveProjection
 from engine.history.custody import CustodyKeeper
-from engine.history.eventfan import HistoryAnswerer
 from engine.history.horizon import HorizonSweep
 from notify.service import NotificationService
 from seats.duties import MaintenanceDuty
@@ -51,13 +51,12 @@ class Services:
     seats: SeatRuntime | None = None
     maintenance: MaintenanceDuty | None = None
     meters: BudgetMetersPublisher | None = None
-    answers: HistoryAnswerer | None = None     # every node answers the fleet's history questions
     custody: CustodyKeeper | None = None       # a data node keeps custody batches
     horizon: HorizonSweep | None = None        # a data node sweeps rows past the history's horizon
 
     def started_in_order(self) -> list[NodeService]:
         """Every service this node runs, in the order they start (the drain stops them in reverse)."""
-        return [s for s in (self.answers, self.custody, self.horizon, self.projection, self.notifications,
+        return [s for s in (self.custody, self.horizon, self.projection, self.notifications,
                             self.seats, self.maintenance, self.meters) if s is not None]
 
 
@@ -70,8 +69,6 @@ def build_services(node: "Node") -> Services:
         seats=SeatRuntime(node) if "seats" in roles else None,
         maintenance=MaintenanceDuty(node) if "workers" in roles else None,
         meters=BudgetMetersPublisher(node, tick_seconds=node.timings.budget_meters_seconds),  # every node
-        answers=HistoryAnswerer(queue=node.queue, node_id=node.node_id, horizon_hours=node.horizon_hours,
-                                run_read=node.store_reads),
         custody=CustodyKeeper(queue=node.queue, coord=node.coord, node_id=node.node_id, run_write=node.store_writes,
                               horizon_hours=node.horizon_hours) if "data" in roles else None,
         horizon=HorizonSweep(horizon_hours=node.horizon_hours, run_write=node.store_writes) if "data" in roles else None,
