@@ -2,7 +2,7 @@
 
 `DashboardNode` is the seats app's `SeatsNode` (the dashboard reads and pauses seats through
 `seats.queries`) plus what only the screens read: the revision this node applied, its event
-store writer, and the live projection it runs. The projection takes one in its constructor;
+store writer, the live projection it runs, and the fleet's history it reads. The projection takes one in its constructor;
 the views and the `/ws/stream` consumer read one from the ASGI scope, where the node's own
 ASGI layer put it (`engine.node.surface`).
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Protocol
 
+from events.fleet import FleetReads
 from events.store import EventStoreWriter
 from seats.node import SeatsNode
 
@@ -35,6 +36,11 @@ class DashboardNode(SeatsNode, Protocol):
     @property
     def projection(self) -> "LiveProjection | None":
         """The live projection this node runs (an `ingress` node's), or None."""
+
+    @property
+    def history(self) -> FleetReads:
+        """The fleet's history: the log, the trace tree, an event and the projection's seed are
+        asked of every live node (events.fleet)."""
 
 
 def node_in(scope: dict[str, Any]) -> DashboardNode | None:

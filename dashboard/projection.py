@@ -30,7 +30,6 @@ from dashboard.fanout import Fanout
 from dashboard.history import History, read_history
 from dashboard.node import DashboardNode
 from dashboard.outbox import Outbox, encode
-from dashboard.reads import run_read
 from dashboard.roster import Roster
 from dashboard.seatstate import TURN_COMPLETED, SeatView, budget_stops, tokens_of, windows_of_snapshot
 from dashboard.totals import WINDOW_MINUTES, Totals
@@ -130,7 +129,7 @@ class LiveProjection:
             if writer is not None:  # what this node published before subscribing is written first
                 await asyncio.to_thread(writer.flush, 5.0)
             handles = [view.handle for view in self.roster.agents()]
-            history = await run_read(read_history, handles, self._since, self.feed.maxlen or FEED_SIZE)
+            history = await read_history(self.node.history, handles, self._since, self.feed.maxlen or FEED_SIZE)
         except Exception as exc:
             self.history = f"unavailable: {exc}"
             log.warning("live_projection_seed_failed", extra={"error": str(exc)})
@@ -152,7 +151,12 @@ class LiveProjection:
         for minute, agent, count, tokens in history.turns:
             self.totals.add(minute, self.roster.handle_for(agent) or agent, count, tokens)
         self._seeded_ids = seen
-        self.history = "ok"
+        # The fleet's history: "ok"; "unavailable" when this node's own store could not be read;
+        # else which nodes did not answer (their part is missing).
+        missing = [n for n in history.coverage["nodes"] if not n["answered"]]
+        mine = [n for n in missing if n["id"] == self.node.node_id]
+        self.history = (f"unavailable: {mine[0]['error']}" if mine else
+                        f"partial: {', '.join(n['id'] for n in missing)} did not answer" if missing else "ok")
 
     async def _read_pauses(self) -> None:
         """The pauses as the fleet records them (seats.pauses, in the coordination store): the

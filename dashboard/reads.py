@@ -24,7 +24,7 @@ from django.db import DEFAULT_DB_ALIAS, connections
 from dashboard import waterfall
 from dashboard.errors import QueryFailed
 from dashboard.node import DashboardNode
-from events import queries as events
+from events.fleet import FleetReads, absent_detail
 from events.queries import EventQueryError
 from seats import queries as seats
 from seats.errors import SeatRefused
@@ -52,15 +52,33 @@ def _closing(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
 
 
 # -- the socket's queries ------------------------------------------------------------------------
-def _event(event_id: str) -> dict[str, Any]:
-    item = events.get_event(event_id)
-    if item is None:
-        raise QueryFailed(404, f"id: no event {event_id} in this node's store")
-    return item
+def history_of(node: DashboardNode | None) -> FleetReads:
+    """The node's fleet reads (every live node, one instant: events.fleet); outside a node, this
+    process's store alone on the dashboard's read threads."""
+    return node.history if node is not None else FleetReads(node_id="local", run_read=run_read)
 
 
-def _trace(trace_id: str) -> dict[str, Any]:
-    return {"trace_id": trace_id, "items": events.trace(trace_id)}
+async def _events_page(node: DashboardNode | None, **filters: Any) -> dict[str, Any]:
+    return await history_of(node).events_page(**filters)
+
+
+async def _event(node: DashboardNode | None, event_id: str) -> dict[str, Any]:
+    found = await history_of(node).get_event(event_id)
+    if found["item"] is None:
+        raise QueryFailed(404, absent_detail(event_id, found["coverage"]))
+    return {**found["item"], "coverage": found["coverage"]}
+
+
+async def _trace(node: DashboardNode | None, trace_id: str) -> dict[str, Any]:
+    return await history_of(node).trace(trace_id)
+
+
+async def _waterfall(node: DashboardNode | None, trace_id: str) -> dict[str, Any]:
+    """The trace's waterfall, drawn from every live node's rows of it (a turn run on a peer hangs
+    under the delivery this node took); `coverage` and `cut` say who answered."""
+    found = await history_of(node).trace(trace_id)
+    drawn = await run_read(waterfall.build, found["trace_id"], found["items"])
+    return {**drawn, "cut": found["cut"], "coverage": found["coverage"]}
 
 
 # What a parameter's JSON value may be: the kinds a REST query string's value decodes to.
@@ -108,12 +126,13 @@ class Read:
 
 
 READS: dict[str, Read] = {
-    "events_page": Read(events.events_page, (
+    "events_page": Read(_events_page, (
         ("category", TEXT), ("types", TEXTS), ("agent", TEXT), ("trace_id", TEXT), ("since", TEXT),
-        ("until", TEXT), ("feed_only", FLAG), ("cursor", TEXT), ("limit", WHOLE)), aliases=(("type", "types"),)),
-    "event": Read(_event, (("event_id", TEXT),), ("event_id",)),
-    "trace": Read(_trace, (("trace_id", TEXT),), ("trace_id",)),
-    "waterfall": Read(waterfall.waterfall, (("trace_id", TEXT),), ("trace_id",)),
+        ("until", TEXT), ("feed_only", FLAG), ("cursor", TEXT), ("limit", WHOLE)), aliases=(("type", "types"),),
+        on_node=True),
+    "event": Read(_event, (("event_id", TEXT),), ("event_id",), on_node=True),
+    "trace": Read(_trace, (("trace_id", TEXT),), ("trace_id",), on_node=True),
+    "waterfall": Read(_waterfall, (("trace_id", TEXT),), ("trace_id",), on_node=True),
     "seat": Read(seats.get_seat, (("handle", TEXT),), ("handle",), on_node=True),
     "seats": Read(seats.list_seats, on_node=True),
     "budgets": Read(seats.budgets, on_node=True),

@@ -32,13 +32,14 @@ from django.views.decorators.http import require_POST
 
 from dashboard import orgchart, seatpage
 from dashboard.node import node_in
-from dashboard.reads import run_read
+from dashboard.reads import history_of, run_read
 from engine import revisions
 from engine.config.secretfields import redact_document as redact
 from seats import queries as seats_queries
 from seats.errors import SeatRefused
 from events import categories
-from events.queries import EventQueryError, find_trace, get_event, trace as trace_events
+from events.fleet import absent_detail
+from events.queries import EventQueryError, find_trace
 
 log = logging.getLogger("dashboard.views")
 
@@ -94,19 +95,20 @@ def _pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
 
 
-async def _event_or_404(event_id: str) -> dict[str, Any]:
+async def _event_or_404(request: HttpRequest, event_id: str) -> dict[str, Any]:
+    """The event from whichever live node holds it (events.fleet), or a 404 saying who was asked."""
     try:
-        item = await run_read(get_event, event_id)
+        found = await history_of(node_in(request.scope)).get_event(event_id)
     except EventQueryError as exc:
         raise Http404(exc.detail) from None
-    if item is None:
-        raise Http404(f"id: no event {event_id} in this node's store")
-    return item
+    if found["item"] is None:
+        raise Http404(absent_detail(event_id, found["coverage"]))
+    return found["item"]
 
 
 @operator_required
 async def event_detail(request: HttpRequest, event_id: str) -> HttpResponse:
-    item = await _event_or_404(event_id)
+    item = await _event_or_404(request, event_id)
     envelope = [(k, item.get(k)) for k in ("id", "type", "category", "timestamp", "source", "node", "trace_id",
                                             "span_id", "parent_span_id", "delegation_depth", "parent_turn_id")]
     return _page(request, "dashboard/event.html", "events", item=item, envelope=envelope, payload=_pretty(item),
@@ -116,13 +118,13 @@ async def event_detail(request: HttpRequest, event_id: str) -> HttpResponse:
 @operator_required
 async def event_inspect(request: HttpRequest, event_id: str) -> HttpResponse:
     """`inspect ->` on an LLM turn event: the prompts and responses of the turn's phases."""
-    item = await _event_or_404(event_id)
+    item = await _event_or_404(request, event_id)
     if item.get("type") not in INSPECTABLE:
         raise Http404(f"{item.get('type')}: only a turn or a phase has prompts to inspect")
     phases = [item]
     if item["type"] != "agent_phase_completed" and item.get("trace_id"):
         turn_id = item.get("turn_id")
-        siblings = await run_read(trace_events, item["trace_id"])
+        siblings = (await history_of(node_in(request.scope)).trace(item["trace_id"]))["items"]
         phases = [e for e in siblings if e.get("type") == "agent_phase_completed" and (not turn_id or e.get("turn_id") == turn_id)]
     return _page(request, "dashboard/inspect.html", "events", item=item, phases=phases,
                  rounds=[(p, _pretty(p.get("rounds") or [])) for p in phases])

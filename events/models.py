@@ -82,6 +82,31 @@ class EventParty(models.Model):
             # the ordered seek of "this agent's events, newest first".
             models.UniqueConstraint(fields=("agent_id", "event_time", "event_id"), name="crewlet_event_parties_agent"),
         ]
+        indexes = [
+            # The horizon's sweep and a lost custody batch's delete find an event's parties by its row.
+            models.Index(fields=("event_time", "event_id"), name="crewlet_event_parties_row"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.agent_id} in {self.event_id}"
+
+
+class CustodyBatch(models.Model):
+    """A custody batch this data node has written and not yet settled (seed 002, "Custody: the
+    rows of a node without data"): its rows are in `crewlet_events`, its keeper is not decided.
+    Settled, the record goes -- kept, the rows stay as this node's own; lost, they go with it.
+    While it is here its rows count in none of this node's figures and are named instead, so a
+    fleet read counts each of them once (seed 000, "Reading the fleet's history")."""
+
+    batch_id = models.CharField(max_length=100, unique=True)
+    source_node = models.CharField(max_length=200, blank=True, default="")
+    event_ids = models.JSONField()  # the hex ids of the rows the batch wrote
+    written_at = models.DateTimeField()
+
+    class Meta:
+        db_table = "crewlet_custody_batches"
+        verbose_name = "unsettled custody batch"
+        verbose_name_plural = "unsettled custody batches"
+
+    def __str__(self) -> str:
+        return f"custody batch {self.batch_id}"

@@ -7,6 +7,10 @@ flat) plus the row's `category` and `summary`.
 A page is newest first and its cursor is the position of its last row, (event_time,
 event_id), opaque to the caller: the next page starts strictly below it, so a walk of the
 pages lists every row once, however many rows share one microsecond.
+
+`floor` is the history's horizon (seed 000, "Every question is asked at one instant": every
+node floors the 30-day history at the asker's instant): a row older than it is not read, by
+any of these functions, whatever else the caller asks.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from typing import Any, Callable, Iterable
 from django.db import DEFAULT_DB_ALIAS, connections
 
 from events import categories
+from events.custody import UNSETTLED_IDS
 from events.envelope import format_timestamp
 from events.errors import EventError
 from events.store import db_time
@@ -181,10 +186,12 @@ class EventFilter:
     feed_only: bool
     after: tuple[datetime, uuid.UUID] | None
     limit: int
+    floor: datetime | None = None
 
     @classmethod
     def check(cls, *, category: Any, types: Any, agent: Any, trace_id: Any, since: Any, until: Any,
-              feed_only: Any, cursor: Any, limit: Any, resolve_agent: AgentResolver | None) -> "EventFilter":
+              feed_only: Any, cursor: Any, limit: Any, resolve_agent: AgentResolver | None,
+              floor: datetime | None = None) -> "EventFilter":
         agents: list[str] = []
         if agent:
             resolver = resolve_agent or _as_given
@@ -192,7 +199,7 @@ class EventFilter:
         return cls(category=_check_category(category), types=_check_types(types), agents=agents,
                    trace_id=trace_id or None, since=parse_time(since, "since"), until=parse_time(until, "until"),
                    feed_only=bool(feed_only), after=decode_cursor(cursor) if cursor else None,
-                   limit=_check_limit(limit))
+                   limit=_check_limit(limit), floor=floor)
 
     def conditions(self, alias: str, one_type: str | None = None) -> tuple[list[str], list[Any]]:
         """The WHERE clauses on the event row. Time and position go on whichever table drives
@@ -216,6 +223,9 @@ class EventFilter:
         if self.since is not None:
             clauses.append(f"{alias}.event_time >= %s")
             params.append(db_time(self.since))
+        if self.floor is not None:
+            clauses.append(f"{alias}.event_time >= %s")
+            params.append(db_time(self.floor))
         if self.until is not None:
             clauses.append(f"{alias}.event_time < %s")
             params.append(db_time(self.until))
@@ -280,6 +290,7 @@ def events_page(
     limit: int = DEFAULT_LIMIT,
     *,
     resolve_agent: AgentResolver | None = None,
+    floor: datetime | None = None,
     using: str = DEFAULT_DB_ALIAS,
 ) -> dict[str, Any]:
     """One page of events, newest first: `{"items": [...], "next_cursor": str | None}`.
@@ -292,7 +303,7 @@ def events_page(
     time, category or limit.
     """
     f = EventFilter.check(category=category, types=types, agent=agent, trace_id=trace_id, since=since, until=until,
-                          feed_only=feed_only, cursor=cursor, limit=limit, resolve_agent=resolve_agent)
+                          feed_only=feed_only, cursor=cursor, limit=limit, resolve_agent=resolve_agent, floor=floor)
     fetch = f.limit + 1  # one more than the page says whether another page exists
     shape = _by_agents if f.agents else _by_types if len(f.types) > 1 else _by_time
     rows = _fetch(*shape(f, fetch), using)
@@ -301,24 +312,36 @@ def events_page(
     return {"items": [_item(r) for r in page], "next_cursor": next_cursor}
 
 
-def get_event(event_id: uuid.UUID | str, *, using: str = DEFAULT_DB_ALIAS) -> dict[str, Any] | None:
+def get_event(event_id: uuid.UUID | str, *, floor: datetime | None = None,
+              using: str = DEFAULT_DB_ALIAS) -> dict[str, Any] | None:
     """The stored event with this id (its wire form plus category and summary), or None."""
     ident = parse_event_id(event_id)
+    above, params = _floored(floor)
     rows = _fetch(
-        f"SELECT {_COLUMNS} FROM crewlet_events e WHERE e.event_id = %s {_NEWEST_FIRST.format(a='e')} LIMIT 1",
-        [ident.hex],
+        f"SELECT {_COLUMNS} FROM crewlet_events e WHERE e.event_id = %s{above} {_NEWEST_FIRST.format(a='e')} LIMIT 1",
+        [ident.hex, *params],
         using,
     )
     return _item(rows[0]) if rows else None
 
 
-def trace(trace_id: str, *, using: str = DEFAULT_DB_ALIAS) -> list[dict[str, Any]]:
-    """Every stored event of one trace, oldest first (the order the dashboard builds its tree in)."""
+def _floored(floor: datetime | None) -> tuple[str, list[Any]]:
+    return ("", []) if floor is None else (" AND e.event_time >= %s", [db_time(floor)])
+
+
+def check_trace_id(trace_id: Any) -> str:
     if not isinstance(trace_id, str) or not trace_id.strip():
         raise EventQueryError("trace_id", "expected a trace id")
+    return trace_id.strip()
+
+
+def trace(trace_id: str, *, floor: datetime | None = None, using: str = DEFAULT_DB_ALIAS) -> list[dict[str, Any]]:
+    """Every stored event of one trace, oldest first (the order the dashboard builds its tree in)."""
+    trace_id = check_trace_id(trace_id)
+    above, params = _floored(floor)
     rows = _fetch(
-        f"SELECT {_COLUMNS} FROM crewlet_events e WHERE e.trace_id = %s ORDER BY e.event_time, e.event_id",
-        [trace_id.strip()],
+        f"SELECT {_COLUMNS} FROM crewlet_events e WHERE e.trace_id = %s{above} ORDER BY e.event_time, e.event_id",
+        [trace_id, *params],
         using,
     )
     return [_item(r) for r in rows]
@@ -397,16 +420,20 @@ def _trace_prefix(prefix: str, using: str) -> list[str]:
     return found
 
 
-def turns_by_minute(since: datetime, until: datetime, *, using: str = DEFAULT_DB_ALIAS) -> list[tuple[int, str, int, int]]:
+def turns_by_minute(since: datetime, until: datetime, *, kept_only: bool = False,
+                    using: str = DEFAULT_DB_ALIAS) -> list[tuple[int, str, int, int]]:
     """Completed turns per (minute, agent) in [since, until): (minute since the epoch, agent id,
     turns, tokens). A parked segment (`suspended`) is not a completed turn. One seek of the type
-    index, folded by SQLite rather than hauling a day of payloads back."""
+    index, folded by SQLite rather than hauling a day of payloads back. `kept_only` leaves out
+    the rows of custody batches not yet settled here (events.custody), which a fleet read
+    counts once by name instead."""
+    kept = f"AND event_id NOT IN ({UNSETTLED_IDS}) " if kept_only else ""
     sql = (
         "SELECT CAST(strftime('%%s', substr(event_time, 1, 16) || ':00') AS INTEGER) / 60 AS minute, agent_id, "
         "COUNT(*), COALESCE(SUM(COALESCE(json_extract(payload, '$.tokens_in'), 0) + "
         "COALESCE(json_extract(payload, '$.tokens_out'), 0)), 0) "
         "FROM crewlet_events WHERE event_type = %s AND event_time >= %s AND event_time < %s "
-        "AND COALESCE(json_extract(payload, '$.suspended'), 0) = 0 "
+        f"AND COALESCE(json_extract(payload, '$.suspended'), 0) = 0 {kept}"
         "GROUP BY minute, agent_id"
     )
     rows = _fetch(sql, ["agent_turn_completed", db_time(since), db_time(until)], using)

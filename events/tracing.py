@@ -16,6 +16,7 @@ from typing import Iterator
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace
+from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.trace import NonRecordingSpan, SpanContext, TraceFlags
 
@@ -23,7 +24,35 @@ _TRACEPARENT = re.compile(r"^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-
 _ZERO_TRACE = "0" * 32
 _ZERO_SPAN = "0" * 16
 
-_provider = TracerProvider()
+# The engine's span names (seed 002, "How Traces Flow"), each opened through `span` below, so an
+# exporter attached to the one provider ships every one of them; a part of the engine that
+# opens one names it from here. The seed's set, plus notify.route (the delivery's routing to
+# the seats it wakes, between webhook.receive and the turns).
+WEBHOOK_RECEIVE = "webhook.receive"
+NOTIFY_ROUTE = "notify.route"
+AGENT_TURN = "agent.turn"
+AGENT_TURN_RESUME = "agent.turn.resume"
+LLM_ROUND = "llm.round"          # once per round: never per fallback member or credential
+TOOL_CALL = "tool.call"
+SCHEDULE_FIRE = "schedule.fire"  # cron-started work
+
+
+def turn_phase(phase: str) -> str:
+    """`agent.turn.<phase>`: one phase of a turn."""
+    return f"{AGENT_TURN}.{phase}"
+
+
+SERVICE_NAME = "crewlet"  # the resource's service.name unless OTEL_SERVICE_NAME (or the resource attributes) say otherwise
+
+
+def _resource() -> Resource:
+    named = os.environ.get("OTEL_SERVICE_NAME") or "service.name=" in os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    return Resource.create({} if named else {"service.name": SERVICE_NAME})
+
+
+# One provider for the process (the OpenTelemetry SDK's unit), so trace ids reach events whether
+# or not anything exports; engine.node.telemetry attaches the OTLP exporter to it when asked.
+_provider = TracerProvider(resource=_resource())
 _tracer = _provider.get_tracer("crewlet")
 
 
@@ -107,6 +136,11 @@ def span(name: str, parent: TraceContext | None = None, **attributes) -> Iterato
     ctx = _remote(parent) if parent is not None else None
     with _tracer.start_as_current_span(name, context=ctx, attributes={k: v for k, v in attributes.items() if v is not None}):
         yield trace_of()
+
+
+def current_span() -> trace.Span:
+    """The span open here (a non-recording one when none is): to set an attribute learned inside it."""
+    return trace.get_current_span()
 
 
 def event_trace(event) -> TraceContext | None:

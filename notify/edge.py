@@ -38,7 +38,7 @@ from engine.coord.dedupe import DEDUPE_BUCKET
 from engine.queue import topics
 from engine.queue.contract import EventQueue
 from events.envelope import Event, new
-from events.tracing import TraceContext, parse_traceparent, span
+from events.tracing import WEBHOOK_RECEIVE, TraceContext, parse_traceparent, span
 from events.types.wakes import RawWebhook
 from events.types.webhook import InboundDelivery, delivery_label
 from notify import skips
@@ -105,7 +105,7 @@ async def receive(node: NotifyNode, name: str, headers: Mapping[str, str], body:
     if body is None or (content_length or 0) > MAX_BODY_BYTES or len(body) > MAX_BODY_BYTES:
         return refuse(413, f"body: a webhook delivery is at most {MAX_BODY_BYTES} bytes (8 MiB)")
     parent = parse_traceparent(header(headers, "traceparent"))
-    with span("webhook.receive", parent=parent, **{"webhook.source": name}) as trace:
+    with span(WEBHOOK_RECEIVE, parent=parent, **{"webhook.source": name}) as trace:
         try:
             source.verify(creds.secret(name), headers, body, time.time())
         except SignatureError as exc:

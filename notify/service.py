@@ -17,8 +17,9 @@ One delivery (`raw_webhook`, published by the edge in `notify.edge`) at a time:
             -> the rate valve is shut                   (skip)
             -> the wake, on the seat's inbox
 
-Wakes and skips carry the delivery's trace (the `webhook.receive` span), so the turn a wake
-starts hangs under the delivery. A failed publish raises, the delivery is NAK'd and comes back;
+Wakes and skips carry the delivery's trace: they are published inside a `notify.route` span
+that hangs under the delivery's `webhook.receive`, so the turn a wake starts hangs under the
+routing, and the routing under the delivery. A failed publish raises, the delivery is NAK'd and comes back;
 wakes and skips have ids derived from the delivery, so a second pass republishes the same ones.
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import Any
 from engine.queue import topics
 from engine.queue.contract import Delivery, Outcome
 from events.envelope import Event
-from events.tracing import TraceContext, event_trace, trace_of
+from events.tracing import NOTIFY_ROUTE, TraceContext, event_trace, span, trace_of
 from notify import skips
 from notify.node import NotifyNode
 from notify.routing import resolve, wake_dedupe_id, wake_event
@@ -77,9 +78,15 @@ class NotificationService:
 
     # -- one delivery ----------------------------------------------------------------------
     async def route(self, raw: Event) -> Routed:
-        """Route one delivery through the current company; see the module docstring."""
+        """Route one delivery through the current company, under a `notify.route` span that hangs
+        under the delivery's own (webhook.receive); see the module docstring."""
+        name = str(raw.get("integration") or raw.source or "")
+        with span(NOTIFY_ROUTE, parent=event_trace(raw), **{"webhook.source": name or None}):
+            return await self._route(raw)
+
+    async def _route(self, raw: Event) -> Routed:
         out = Routed()
-        trace = event_trace(raw) or trace_of()
+        trace = trace_of()
         name = str(raw.get("integration") or raw.source or "")
         delivery_id = str(raw.get("delivery_id") or raw.id)
         event_kind = str(raw.get("event_kind") or "")

@@ -185,7 +185,7 @@ class TurnEngine:
         await load_sdks([SDK_MODULES[p.kind] for p in request.company.providers.llm if p.kind in SDK_MODULES]
                         + ["jsonschema"])
         parent = tracing.event_trace(request.trigger)
-        with tracing.span("agent.turn", parent=parent, turn_id=request.turn_id,
+        with tracing.span(tracing.AGENT_TURN, parent=parent, turn_id=request.turn_id,
                           agent=request.seat.handle, node=self.node_id):
             return await _Turn(self, request).run()
 
@@ -308,25 +308,27 @@ class _Turn:
                               emit=self.emit, phase=PHASE, iteration=1)
         first = chain.members[0]
         phase_started = self.engine.clock()
-        await self.emit(AgentPhaseStarted(phase=PHASE, iteration=1, model=first.model, provider_key=first.key))
-        await self.emit(PromptSize(phase=PHASE, iteration=1, **prompt_size(system, user, history, toolbox.specs)))
-        phase = _Phase()
-        breach = guards.at_start()
-        if breach is not None:
-            await self._breach(phase, breach)
-        else:
-            messages = [system_message(system), *history, user_message(user)]
-            await self._rounds(phase, chain, messages, toolbox, guards)
-        await self._flush()
-        response = "".join(phase.texts)
-        failed = phase.outcome in FAILED_OUTCOMES
-        await self.emit(AgentPhaseCompleted(
-            phase=PHASE, iteration=1, model=phase.model, provider_key=phase.provider_key,
-            system_prompt=system, user_prompt=user, response=response, rounds=phase.rounds,
-            tool_calls=phase.tool_calls, stop_reason=phase.stop_reason, tokens_in=phase.tokens_in,
-            tokens_out=phase.tokens_out, cache_read_tokens=phase.cache_read, cache_write_tokens=phase.cache_write,
-            duration_ms=self._ms_since(phase_started), failed=failed, error=phase.error,
-            error_kind=phase.error_kind, refusal=phase.model_refusal))
+        # agent.turn.<phase>: the phase's rounds and its record hang under it (seed 002, "How Traces Flow").
+        with tracing.span(tracing.turn_phase(PHASE), phase=PHASE, agent=req.seat.handle):
+            await self.emit(AgentPhaseStarted(phase=PHASE, iteration=1, model=first.model, provider_key=first.key))
+            await self.emit(PromptSize(phase=PHASE, iteration=1, **prompt_size(system, user, history, toolbox.specs)))
+            phase = _Phase()
+            breach = guards.at_start()
+            if breach is not None:
+                await self._breach(phase, breach)
+            else:
+                messages = [system_message(system), *history, user_message(user)]
+                await self._rounds(phase, chain, messages, toolbox, guards)
+            await self._flush()
+            response = "".join(phase.texts)
+            failed = phase.outcome in FAILED_OUTCOMES
+            await self.emit(AgentPhaseCompleted(
+                phase=PHASE, iteration=1, model=phase.model, provider_key=phase.provider_key,
+                system_prompt=system, user_prompt=user, response=response, rounds=phase.rounds,
+                tool_calls=phase.tool_calls, stop_reason=phase.stop_reason, tokens_in=phase.tokens_in,
+                tokens_out=phase.tokens_out, cache_read_tokens=phase.cache_read, cache_write_tokens=phase.cache_write,
+                duration_ms=self._ms_since(phase_started), failed=failed, error=phase.error,
+                error_kind=phase.error_kind, refusal=phase.model_refusal))
         result = TurnResult(
             outcome=phase.outcome, turn_id=req.turn_id, rounds=len(phase.rounds), tokens_in=phase.tokens_in,
             tokens_out=phase.tokens_out, duration_ms=0, response=response, error=phase.error,

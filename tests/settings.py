@@ -37,3 +37,9 @@ os.environ["CREWLET_CONFIG"] = str(RUN_DIR / "crewlet.yaml")
 os.environ.setdefault("CREWLET_TEST_DB", str(RUN_DIR / "test-company.db"))
 
 from crewlet_site.settings import *  # noqa: E402,F401,F403
+
+# Two more stores, for the fleet's history (tests/history): each simulated node owns one, as
+# each node owns its SQLite file. Created only for the tests that ask for them.
+for _alias in ("peer1", "peer2"):
+    DATABASES[_alias] = {**DATABASES["default"], "NAME": str(RUN_DIR / f"{_alias}.db"),  # noqa: F405
+                         "TEST": {"NAME": str(RUN_DIR / f"test-{_alias}.db")}}

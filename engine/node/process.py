@@ -50,9 +50,13 @@ from engine.node.links import LinkWatch
 from engine.node.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
 from engine.node.services import Services, build_services
 from engine.node.watchdog import EXIT_WATCHDOG, Watchdog
+from engine.history.custody import CustodySender
+from engine.history.eventfan import HistoryAnswerer, fleet_history
+from engine.history.reads import StoreThreads
 from engine.queue import topics
 from engine.queue.contract import EventQueue
 from events.envelope import Event, EventData, new
+from events.fleet import FleetReads
 from events.store import EventStoreWriter
 from events.tracing import trace_of
 from events.types.lifecycle import OrgStarted, OrgStopped
@@ -111,6 +115,13 @@ class Node:
         self.ttl = timings.lease_ttl_seconds or cfg.coordination.lease_ttl_seconds
         # Opened by the boot, in order; None until their step ran.
         self.writer: EventStoreWriter | None = None
+        # The fleet's history (engine.history): custody for a node without data, the store's
+        # threads for its reads and custody writes, and the fleet reads themselves.
+        self.custody: CustodySender | None = None
+        self.store_reads = StoreThreads(4, "history-read")
+        self.store_writes = StoreThreads(1, "custody-write")
+        self._history: FleetReads | None = None
+        self.answers: HistoryAnswerer | None = None
         self.broker: Any = None                       # the embedded broker's supervisor, if any
         self._queue: EventQueue | None = None
         self._coord: CoordStore | None = None         # the fleet's shared records (durable: the broker's KV)
@@ -191,6 +202,15 @@ class Node:
     @property
     def sweep_seconds(self) -> float:
         return self.timings.sweep_seconds
+
+    @property
+    def history(self) -> FleetReads:
+        assert self._history is not None, "the fleet's history opens with the coordination store"
+        return self._history
+
+    @property
+    def horizon_hours(self) -> float:
+        return float(self.cfg.stream.event_retention_hours)
 
     @property
     def seat_runtime(self) -> SeatRuntime | None:
@@ -314,6 +334,10 @@ class Node:
             raise BootError(str(exc)) from None
         if self.writer is not None:
             self._queue.add_publish_listener(self.writer)
+        else:  # seed 002, "Custody": a node without data hands its events to the data nodes
+            self.custody = CustodySender(self._queue, self.node_id)
+            self._queue.add_publish_listener(self.custody)
+            await self.custody.start()
         self.state.broker_link = "up"
 
     async def _open_coordination(self) -> None:
@@ -341,6 +365,8 @@ class Node:
         self._dedupe = Dedupe(self._coord, node_id=self.node_id)
         self._pauses = PauseBook(self._coord)
         self._budgets = Budgets(self._coord)
+        self._history = fleet_history(queue=self._queue, leases=self._leases, node_id=self.node_id,
+                                      horizon_hours=self.horizon_hours, run_read=self.store_reads)
         self.revisions = RevisionApplier(node_id=self.node_id, queue=self._queue, coord=self._coord, keyring=self.keyring,
                                          env=self.env, state=self.state, record=self._record,
                                          follow=self._follow_company, imported_by=self.imported_by)
@@ -371,7 +397,12 @@ class Node:
     async def _take_presence(self) -> None:
         """This node's presence lease, held for the node's life: taken now, and taken again by
         the keeper whenever it is missed or lost (a stalled loop, a store that did not answer),
-        so /ready recovers without a restart."""
+        so /ready recovers without a restart. The node answers the fleet's history questions
+        first: the presence leases are the roster those questions go to (seed 000, "Reading the
+        fleet's history"), so a node on it is one that answers."""
+        self.answers = HistoryAnswerer(queue=self.queue, node_id=self.node_id, horizon_hours=self.horizon_hours,
+                                       run_read=self.store_reads)
+        await self.answers.start()
         labels = list(self.cfg.node.labels)
         self.presence = await self.leases.acquire_presence(list(self.roles), labels)
         self.state.presence_held = self.presence is not None
@@ -525,12 +556,18 @@ class Node:
                                                        reason=self._stop_reason or "stopped")), bound, "org_stopped")
         for store in {id(s): s for s in (self._lease_store, self._coord) if s is not None}.values():
             await _bounded(store.close(), bound, "coord_close")
+        if self.answers is not None:  # off the roster (presence given back), so no longer asked
+            await _bounded(self.answers.stop(self._cut), bound, "history_answers_stop")
+        if self.custody is not None:  # what the node published last, org_stopped included, goes to a data node
+            await _bounded(self.custody.close(bound), None, "custody_flush")
         if self._queue is not None:
             await _bounded(self._queue.close(), bound, "queue_close")
         if self.broker is not None:  # bounded by the broker itself, by what it holds
             await _bounded(self.broker.stop(), None, "broker_stop")
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close, STEP_SECONDS)
+        self.store_reads.close()
+        self.store_writes.close()
         self.state.broker_link = self.state.coordination_link = "down"
         log.info("node_stopped", extra={"exit_code": self._exit_code})
 

@@ -1,6 +1,8 @@
 """What a node runs beside its own loops, by role (seed 002, "Running the Engine + API":
 `seats` runs the agents, `ingress` serves webhooks and the dashboard, `workers` runs the
-singleton duties; every node publishes its budget meters).
+singleton duties, `data` keeps the event log and the custody batches of the nodes without it;
+every node publishes its budget meters. Every node also answers the fleet's history questions,
+from before it takes its presence lease: engine.node.process).
 
 `Services` names each service the node may run, typed, so the node calls the one it means --
 a new revision goes to the projection and the seat hosts, a seat's placement to the seat
@@ -16,6 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Protocol
 
 from dashboard.projection import LiveProjection
+from engine.history.custody import CustodyKeeper
+from engine.history.horizon import HorizonSweep
 from notify.service import NotificationService
 from seats.duties import MaintenanceDuty
 from seats.meters import BudgetMetersPublisher
@@ -52,11 +56,13 @@ class Services:
     maintenance: MaintenanceDuty | None = None
     scheduler: SchedulerDuty | None = None
     meters: BudgetMetersPublisher | None = None
+    custody: CustodyKeeper | None = None       # a data node keeps custody batches
+    horizon: HorizonSweep | None = None        # a data node sweeps rows past the history's horizon
 
     def started_in_order(self) -> list[NodeService]:
         """Every service this node runs, in the order they start (the drain stops them in reverse)."""
-        return [s for s in (self.projection, self.notifications, self.seats, self.maintenance, self.scheduler, self.meters)
-                if s is not None]
+        return [s for s in (self.custody, self.horizon, self.projection, self.notifications,
+                            self.seats, self.maintenance, self.scheduler, self.meters) if s is not None]
 
 
 def build_services(node: "Node") -> Services:
@@ -69,6 +75,9 @@ def build_services(node: "Node") -> Services:
         maintenance=MaintenanceDuty(node, **duty_timings(node.env, MAINTENANCE_ENV)) if "workers" in roles else None,
         scheduler=SchedulerDuty(node, **duty_timings(node.env, SCHEDULER_ENV)) if "workers" in roles else None,
         meters=BudgetMetersPublisher(node, tick_seconds=node.timings.budget_meters_seconds),  # every node
+        custody=CustodyKeeper(queue=node.queue, coord=node.coord, node_id=node.node_id, run_write=node.store_writes,
+                              horizon_hours=node.horizon_hours) if "data" in roles else None,
+        horizon=HorizonSweep(horizon_hours=node.horizon_hours, run_write=node.store_writes) if "data" in roles else None,
     )
 
 

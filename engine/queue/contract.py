@@ -26,6 +26,12 @@ Semantics every backend keeps:
   budget"). What the window now has to cover is two missed heartbeats. An overrun is still
   a redelivery, never a loss: it spends one delivery and the completion ledger skips it.
 - The linger is clamped to MAX_LINGER_SECONDS on every read.
+- Request/reply (seed 000, "Reading the fleet's history": "the broker's ephemeral
+  request/reply -- no stream, no consumer, no stored record"): `reply` answers requests on
+  a subject of a request/reply namespace (`topics.check_ephemeral`), `request` asks one and
+  waits for one answer. Nothing is stored; nothing is redelivered. NoResponders says nobody
+  listens, RequestTimeout that nobody answered in time; a responder that raises answers
+  nothing, so its asker times out.
 """
 from __future__ import annotations
 
@@ -52,6 +58,7 @@ NAK_BASE_SECONDS = 1.0       # seed 000: one second, doubling per further failur
 NAK_CAP_SECONDS = 30.0       # ... up to thirty: the budget spreads over about ten minutes
 STREAM_INACTIVE_SECONDS = 60.0  # seed 000, "Broadcast Streams": reaped a minute after the caller goes
 STREAM_BUFFER = 256          # a broadcast subscriber's backlog before it starts missing events
+REPLY_CONCURRENCY = 8        # requests one responder runs at once; more wait their turn (each is a store read)
 
 
 class QueueError(Exception):
@@ -68,6 +75,14 @@ class SubscriptionError(QueueError):
 
 class PatternError(QueueError):
     """A stream pattern that spans every namespace or more than one stream."""
+
+
+class NoResponders(QueueError):
+    """A request met nobody listening on its subject."""
+
+
+class RequestTimeout(QueueError):
+    """A request's responder did not answer inside the request's time."""
 
 
 class Outcome(enum.Enum):
@@ -190,6 +205,7 @@ Handler = Callable[[Delivery], Awaitable["Outcome | None"]]
 BatchHandler = Callable[[Batch], Awaitable["Outcome | None"]]
 StreamHandler = Callable[[Event], Awaitable[None]]
 PublishListener = Callable[[str, Event], None]
+Responder = Callable[[bytes], Awaitable[bytes]]
 OptionsSource = BatchOptions | Callable[[], BatchOptions]
 
 
@@ -207,6 +223,16 @@ class StreamSubscription(Protocol):
         """Events this subscriber missed because it fell behind."""
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class ReplySubscription(Protocol):
+    """A responder listening on one request/reply subject."""
+
+    subject: str
+
+    async def close(self) -> None:
+        """Stop listening; requests it is answering are cancelled (their askers time out)."""
 
 
 @runtime_checkable
@@ -243,6 +269,15 @@ class EventQueue(Protocol):
         subscriber misses events (counted in `missed`) rather than slowing anyone."""
 
     def add_publish_listener(self, listener: PublishListener) -> None: ...
+
+    async def reply(self, subject: str, responder: Responder) -> ReplySubscription:
+        """Answer requests on `subject` (a request/reply subject: TopicError otherwise): each
+        request's bytes go to `responder`, whose bytes go back to the asker. Up to
+        REPLY_CONCURRENCY requests run at once. A responder that raises answers nothing."""
+
+    async def request(self, subject: str, payload: bytes, *, timeout: float) -> bytes:
+        """Ask on `subject` and return the first answer. NoResponders when nothing listens
+        there; RequestTimeout when nothing answered within `timeout` seconds."""
 
     async def quiesce(self, topic: str, group: str) -> None: ...
 

@@ -41,6 +41,8 @@ from engine.queue.contract import (
     PatternError,
     PublishListener,
     QueueError,
+    ReplySubscription,
+    Responder,
     StreamHandler,
     StreamSubscription,
     SubscriptionError,
@@ -49,6 +51,7 @@ from engine.queue.contract import (
 from engine.queue.jetstream_broadcast import StreamTap
 from engine.queue.jetstream_connection import ConnectError, Dial, NatsClient, max_payload_refusal, scrub
 from engine.queue.jetstream_consume import Attachment
+from engine.queue.jetstream_replies import JetStreamReply, ask
 from engine.queue.jetstream_provision import METADATA_GROUP, METADATA_TOPIC, Provisioner, mailbox_config
 from events.envelope import Event
 
@@ -93,6 +96,7 @@ class JetStreamQueue:
         self._holds: dict[Key, set[str]] = {}
         self._paused: set[Key] = set()
         self._taps: set[StreamTap] = set()
+        self._replies: set[JetStreamReply] = set()
         self._streams_ready: set[str] = set()
         self._specs: dict[str, topics.StreamSpec] = {}
         self._publishable: set[str] = set()
@@ -236,6 +240,24 @@ class JetStreamQueue:
     def add_publish_listener(self, listener: PublishListener) -> None:
         """Run listener(topic, stamped_event) after every publish this client makes."""
         self._listeners.append(listener)
+
+    # -- request/reply (jetstream_replies) -------------------------------------------------
+    async def reply(self, subject: str, responder: Responder) -> ReplySubscription:
+        """Answer requests on `subject`; see the contract."""
+        self._check_open()
+        topics.check_ephemeral(subject)
+        handle = JetStreamReply(self, subject, responder)
+        await handle.start()
+        self._replies.add(handle)
+        return handle
+
+    def forget_reply(self, handle: JetStreamReply) -> None:
+        self._replies.discard(handle)
+
+    async def request(self, subject: str, payload: bytes, *, timeout: float) -> bytes:
+        """Ask on `subject` and return the first answer; see the contract."""
+        self._check_open()
+        return await ask(self, subject, payload, timeout)
 
     # -- durable subscriptions ------------------------------------------------------------
     async def ensure_subscription(self, topic: str, group: str) -> None:
@@ -481,6 +503,8 @@ class JetStreamQueue:
             await self.detach(topic, group)
         for tap in list(self._taps):
             await tap.close()
+        for handle in list(self._replies):
+            await handle.close()
         self._closing = True
         await self._stop_beating()
         if not self.nc.is_closed:

@@ -44,7 +44,7 @@ from events.envelope import Event
 from events.errors import EventDecodeError
 
 if TYPE_CHECKING:
-    from engine.queue.memory_consume import MemoryQueue
+    from engine.queue.memory_consume import MemoryQueue, MemoryReply
 
 log = logging.getLogger("queue.memory")
 
@@ -187,6 +187,7 @@ class MemoryBroker:
         self._streams: dict[str, Stream] = {}
         self._durables: dict[tuple[str, str], Durable] = {}
         self._taps: list[Tap] = []
+        self._responders: dict[str, list["MemoryReply"]] = {}
         self._dead: list[DeadLetter] = []
         self._clients: list["MemoryQueue"] = []
         self._seq = 0
@@ -489,6 +490,25 @@ class MemoryBroker:
     def remove_tap(self, tap: Tap) -> None:
         if tap in self._taps:
             self._taps.remove(tap)
+
+    # -- request/reply (no stream: nothing is stored) -------------------------------------
+    def add_responder(self, reply: "MemoryReply") -> None:
+        self._responders.setdefault(reply.subject, []).append(reply)
+
+    def remove_responder(self, reply: "MemoryReply") -> None:
+        listening = self._responders.get(reply.subject, [])
+        if reply in listening:
+            listening.remove(reply)
+        if not listening:
+            self._responders.pop(reply.subject, None)
+
+    def responder_for(self, subject: str) -> "MemoryReply | None":
+        """One responder listening on `subject` (they take turns), or None."""
+        listening = self._responders.get(subject)
+        if not listening:
+            return None
+        listening.append(listening.pop(0))
+        return listening[-1]
 
     # -- inspection (what a test reads after stopping a node) ----------------------------
     def retained(self, topic: str, group: str) -> list[Event]:

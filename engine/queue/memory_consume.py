@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 
 from engine.queue import topics
 from engine.queue.broadcast import run_publish_listeners
+from engine.queue.replies import ReplyTasks
 from engine.queue.contract import (
     STREAM_BUFFER,
     BatchHandler,
@@ -28,9 +29,13 @@ from engine.queue.contract import (
     Handler,
     OptionsSource,
     Outcome,
+    NoResponders,
     PatternError,
     PublishListener,
     QueueError,
+    ReplySubscription,
+    RequestTimeout,
+    Responder,
     StreamHandler,
     StreamSubscription,
     SubscriptionError,
@@ -47,6 +52,20 @@ if TYPE_CHECKING:
 log = logging.getLogger("queue.memory")
 
 Key = tuple[str, str]
+
+
+class MemoryReply:
+    """A responder listening on one subject of the twin's broker."""
+
+    def __init__(self, queue: "MemoryQueue", subject: str, responder: Responder) -> None:
+        self.queue = queue
+        self.subject = subject
+        self.tasks = ReplyTasks(subject, responder)
+
+    async def close(self) -> None:
+        self.queue.broker.remove_responder(self)
+        self.queue.forget_reply(self)
+        await self.tasks.close()
 
 
 @dataclass(eq=False)
@@ -76,6 +95,7 @@ class MemoryQueue:
         self._holds: dict[Key, set[str]] = {}
         self._paused: set[Key] = set()
         self._streams: list[StreamSubscription] = []
+        self._replies: list[MemoryReply] = []
         self._closed = False
         self._severed = False
         self._heartbeat: "Timer | None" = None
@@ -105,6 +125,39 @@ class MemoryQueue:
     def add_publish_listener(self, listener: PublishListener) -> None:
         """Run listener(topic, stamped_event) after every publish this client makes."""
         self._listeners.append(listener)
+
+    # -- request/reply --------------------------------------------------------------------
+    async def reply(self, subject: str, responder: Responder) -> ReplySubscription:
+        """Answer requests on `subject`; see the contract."""
+        self._check_open()
+        topics.check_ephemeral(subject)
+        handle = MemoryReply(self, subject, responder)
+        self._broker.add_responder(handle)
+        self._replies.append(handle)
+        return handle
+
+    def forget_reply(self, handle: MemoryReply) -> None:
+        if handle in self._replies:
+            self._replies.remove(handle)
+
+    async def request(self, subject: str, payload: bytes, *, timeout: float) -> bytes:
+        """Ask one responder on `subject`; the bytes are copied both ways, as a wire copies them."""
+        self._check_open()
+        topics.check_ephemeral(subject)
+        target = self._broker.responder_for(subject)
+        if target is None:
+            raise NoResponders(f"no responder on {subject}")
+        answered: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+
+        async def send(answer: bytes) -> None:
+            if not answered.done():
+                answered.set_result(bytes(answer))
+
+        target.tasks.spawn(bytes(payload), send)
+        try:
+            return await asyncio.wait_for(answered, timeout)
+        except TimeoutError:
+            raise RequestTimeout(f"no answer on {subject} within {timeout:g}s") from None
 
     # -- subscriptions --------------------------------------------------------------------
     async def ensure_subscription(self, topic: str, group: str) -> None:
@@ -304,6 +357,8 @@ class MemoryQueue:
         for stream in self._streams:
             await stream.close()
         self._streams.clear()
+        for handle in list(self._replies):
+            await handle.close()
         self._broker.forget_client(self)
 
     stop = close

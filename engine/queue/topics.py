@@ -93,6 +93,44 @@ def event_type_of(subject: str) -> str | None:
     return subject[len(prefix):] if subject.startswith(prefix) else None
 
 
+# -- custody (seed 002, "Custody: the rows of a node without data") ----------------------
+CUSTODY_RECORDS = f"{ROOT}.custody.records"  # a node without data publishes its events here, in batches
+CUSTODY_GROUP = "event-custody"              # the data nodes take them from this one group
+
+
+# -- ephemeral request/reply (seed 000, "Reading the fleet's history") -------------------
+# Namespaces that carry questions and answers only: no stream, no consumer, nothing stored
+# ("a read of the event log that wrote an event would grow the log every time somebody
+# looked at it"). A publish through the queue there is refused rather than given a stream,
+# since JetStream would answer a request on a stream's subject with its own publish ack.
+EPHEMERAL_NAMESPACES = ("eventfan",)
+
+
+def eventfan_subject(node_id: str) -> str:
+    """`crewlet.eventfan.{node}`: where one node answers the fleet's history questions. A node id
+    that cannot stand as one token (it may hold '.') is rewritten and suffixed with its digest,
+    so two ids never share a subject."""
+    if not isinstance(node_id, str) or not node_id:
+        raise TopicError(f"node id {node_id!r} cannot name a subject")
+    token = node_id if _TOKEN.match(node_id) else f"{_UNSAFE.sub('_', node_id)}_{hashlib.sha256(node_id.encode()).hexdigest()[:8]}"
+    return f"{ROOT}.eventfan.{token}"
+
+
+def is_ephemeral(subject: str) -> bool:
+    """True for a subject in a request/reply namespace."""
+    tokens = subject.split(".")
+    return len(tokens) > 2 and tokens[0] == ROOT and tokens[1] in EPHEMERAL_NAMESPACES
+
+
+def check_ephemeral(subject: str) -> str:
+    """A concrete subject in a request/reply namespace; TopicError naming it otherwise."""
+    validate_subject(subject)
+    if not is_ephemeral(subject):
+        raise TopicError(f"{subject!r} is not a request/reply subject (one of "
+                         f"{', '.join(f'{ROOT}.{ns}.*' for ns in EPHEMERAL_NAMESPACES)})")
+    return subject
+
+
 # -- control plane ----------------------------------------------------------------------
 CONFIG_REVISION_ACTIVATED = f"{ROOT}.config.revision_activated"
 CONFIG_REVISION_APPLIED = f"{ROOT}.config.revision_applied"
@@ -145,6 +183,8 @@ def engine_streams(event_retention_hours: float = EVENT_RETENTION_HOURS_DEFAULT)
         StreamSpec("CREWLET_EVENTS", (EVENTS_ALL,), "limits", max_age_seconds=age, work_queue=False),
         StreamSpec("CREWLET_CONFIG", (f"{ROOT}.config.>",), "limits", max_age_seconds=CONFIG_RETENTION_SECONDS, work_queue=False),
         StreamSpec("CREWLET_MEMORY", (f"{ROOT}.memory.>",), "limits", max_msgs_per_subject=1, work_queue=False),
+        # Custody batches wait here until a data node has decided their keeper (seed 002).
+        StreamSpec("CREWLET_CUSTODY", (f"{ROOT}.custody.>",), "interest"),
         StreamSpec("CREWLET_DLQ", (f"{DLQ_ROOT}.>",), "limits", max_age_seconds=age, work_queue=False),
     ]
 
@@ -163,6 +203,8 @@ def stream_for(subject: str, event_retention_hours: float = EVENT_RETENTION_HOUR
     for spec in engine_streams(event_retention_hours):
         if any(subject_matches(pattern, subject) for pattern in spec.subjects):
             return spec
+    if is_ephemeral(subject):
+        raise TopicError(f"{subject!r} is a request/reply subject: no stream carries it")
     namespace = namespace_of(subject)
     name = "CREWLET_NS_" + _UNSAFE.sub("_", namespace.replace(".", "_")).upper()
     return StreamSpec(name, (f"{namespace}.>",), "interest")

@@ -99,13 +99,18 @@ class ProviderChain:
     async def complete(self, messages: list[Message], *, max_tokens: int, round: int = 0,
                        tools: Sequence[ToolSpec] = ()) -> Answer:
         """The first member's answer that comes; ChainExhausted (after llm_unavailable) when none does.
-        `tools` are offered to whichever member answers."""
+        `tools` are offered to whichever member answers.
+
+        One `llm.round` span for the whole call, however many members it tries (seed 002, "How
+        Traces Flow": "Only the LLM round is spanned, not the fallback chain"); which member
+        answered is on the phase event, and the span's attributes."""
         if not self.members:
             raise ChainEmpty()
-        errors: list[ProviderError] = []
-        for i, member in enumerate(self.members):
-            after = self.members[i + 1].key if i + 1 < len(self.members) else ""
-            with tracing.span("llm.round", provider=member.key, model=member.model, round=round):
+        with tracing.span(tracing.LLM_ROUND, phase=self.phase or None, round=round):
+            current = tracing.current_span()
+            errors: list[ProviderError] = []
+            for i, member in enumerate(self.members):
+                after = self.members[i + 1].key if i + 1 < len(self.members) else ""
                 try:
                     completion = await member.complete(messages, max_tokens=max_tokens, tools=tools)
                 except ProviderError as exc:
@@ -115,7 +120,10 @@ class ProviderChain:
                         from_provider_key=member.key, to_provider_key=after,
                         error=exc.detail, error_kind=exc.kind))
                     continue
-            return Answer(completion=completion, provider_key=member.key)
-        await self.emit(LLMUnavailable(phase=self.phase, providers=self.keys,
-                                       error=errors[-1].detail, error_kind=errors[-1].kind))
-        raise ChainExhausted(errors)
+                current.set_attributes({"provider": member.key, "model": completion.model or member.model,
+                                        "tokens_in": completion.tokens_in, "tokens_out": completion.tokens_out})
+                return Answer(completion=completion, provider_key=member.key)
+            current.set_attribute("outcome", "llm_unavailable")
+            await self.emit(LLMUnavailable(phase=self.phase, providers=self.keys,
+                                           error=errors[-1].detail, error_kind=errors[-1].kind))
+            raise ChainExhausted(errors)

@@ -131,17 +131,20 @@
   }
 
   /* issue: a fleet's read may be partial; an answer saying so is shown where the page keeps its note. */
+  /* Coverage (seed 000, "Reading the fleet's history": "Every answer says who answered"): a
+   * history answer from fewer than every live node is shown as such in the page's
+   * [data-coverage] line, naming each node that did not answer and why; a complete answer hides it. */
   function coverage(answer) {
     const el = document.querySelector("[data-coverage]");
     if (!el) return;
     const cov = answer && answer.coverage;
-    if (cov && cov.complete === false) {
-      const missing = (cov.missing || cov.unanswered || []).join(", ");
-      el.textContent = `This answer is partial: not every data node answered${missing ? ` (${missing})` : ""}; rows they hold are missing.`;
-      el.hidden = false;
-    } else {
-      el.hidden = true;
-    }
+    if (!cov || cov.complete !== false) { el.hidden = true; el.replaceChildren(); return; }
+    const nodes = cov.nodes || [];
+    const missing = nodes.filter((n) => !n.answered);
+    el.replaceChildren(h("strong", { text: "Partial history: " }),
+      `${nodes.length - missing.length} of ${nodes.length} nodes answered; what the others hold is not shown: `,
+      ...missing.flatMap((n, i) => [i ? "; " : "", h("code", { text: n.id }), n.error ? ` (${n.error})` : ""]));
+    el.hidden = false;
   }
 
   function statusEl() { return document.getElementById("live-status"); }

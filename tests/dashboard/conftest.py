@@ -63,9 +63,12 @@ class TwinNode:
     env: Any = None
 
     def __post_init__(self) -> None:
+        from dashboard.reads import run_read
+        from events.fleet import FleetReads
         from seats.budgets import Budgets
         from seats.pauses import PauseBook
 
+        self.history = FleetReads(node_id=self.node_id, run_read=run_read)  # this store alone: no peers
         self.coord = self.coord or LocalCoord()
         self.leases = LeaseManager(self.coord, self.node_id, ttl=30)
         self.pauses = PauseBook(self.coord)

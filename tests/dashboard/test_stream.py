@@ -29,7 +29,9 @@ from tests.settings import ADMIN_TOKEN, READ_TOKEN
 pytestmark = pytest.mark.timeout(60)
 
 APP = AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-T0 = datetime(2025, 6, 1, 9, 0, tzinfo=timezone.utc)
+# Inside the history's 30-day horizon, which every read floors at (events.retention).
+T0 = (datetime.now(timezone.utc) - timedelta(days=1)).replace(hour=9, minute=0, second=0, microsecond=0)
+SINCE = (T0 + timedelta(seconds=2)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 async def connect(node, path: str = "/ws/stream", *, subprotocols=None, headers=None, app=APP):
@@ -249,7 +251,7 @@ ASKED = [
     ("events_page", {"limit": 2}, "/events?limit=2"),
     ("events_page", {"type": ["agent_turn_started", "task_assigned"]}, "/events?type=agent_turn_started&type=task_assigned"),
     ("events_page", {"category": "system", "agent": "alice", "feed_only": True}, "/events?category=system&agent=alice&feed_only=true"),
-    ("events_page", {"since": "2025-06-01T09:00:02Z"}, "/events?since=2025-06-01T09:00:02Z"),
+    ("events_page", {"since": SINCE}, f"/events?since={SINCE}"),
     ("events_page", {"category": "nonsense"}, "/events?category=nonsense"),
     ("events_page", {"cursor": "not-a-cursor"}, "/events?cursor=not-a-cursor"),
     ("events_page", {"limit": 0}, "/events?limit=0"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 import dashboard.node
+import events.node
 import notify.node
 import seats.node
 from engine.node.surface import SCOPE_KEY, HandOver, node_in
@@ -29,12 +30,12 @@ async def _scope_seen(kind: str) -> dict:
 @pytest.mark.parametrize("kind", ["http", "websocket"])
 async def test_every_app_reads_the_node_the_layer_hands_over(kind):
     got = await _scope_seen(kind)
-    for reader in (notify.node.node_in, seats.node.node_in, dashboard.node.node_in, node_in):
+    for reader in (notify.node.node_in, seats.node.node_in, dashboard.node.node_in, events.node.node_in, node_in):
         assert reader(got["scope"]) is got["node"], reader.__module__
 
 
 async def test_a_scope_without_a_node_reads_as_none():
-    for reader in (notify.node.node_in, seats.node.node_in, dashboard.node.node_in, node_in):
+    for reader in (notify.node.node_in, seats.node.node_in, dashboard.node.node_in, events.node.node_in, node_in):
         assert reader({"type": "http"}) is None
 
 

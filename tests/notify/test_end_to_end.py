@@ -121,5 +121,7 @@ def test_one_delivery_is_one_trace_from_the_webhook_to_the_completed_turn(compan
     assert {e["trace_id"] for e in events} == {trace_id}
     [record] = [e for e in events if e.get("label") == "webhook:issue_comment"]
     [started] = [e for e in events if e["type"] == "agent_turn_started"]
+    [woke] = [e for e in events if e["type"] == "external_notification" and e["span_id"] == started["parent_span_id"]]
     assert record["parent_span_id"] == parent  # webhook.receive under the caller's span
-    assert started["parent_span_id"] == record["span_id"]  # the turn under webhook.receive
+    assert woke["parent_span_id"] == record["span_id"]  # notify.route under webhook.receive
+    assert started["parent_span_id"] == woke["span_id"]  # the turn under notify.route

@@ -40,7 +40,8 @@ async def test_a_mention_wakes_the_mapped_agent_with_its_keys_and_the_delivery_t
     [record] = node.events("inbound_delivery")
     raw = node.raw()
     assert wake.trace_id == raw.trace_id == record.trace_id
-    assert wake.span_id == raw.span_id  # the wake hangs under the webhook.receive span
+    assert wake.parent_span_id == raw.span_id  # notify.route, the wake's span, hangs under webhook.receive
+    assert wake.span_id != raw.span_id
 
 
 async def test_a_handle_or_a_role_named_directly_reaches_its_seats(node, service):

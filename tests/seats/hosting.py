@@ -67,6 +67,9 @@ class FakeNode:
     stopping: bool = False
     seat_runtime: Any = None
     leases: Any = None
+    horizon_hours: float = 720.0   # what the node's history services read (engine.node.services)
+    store_reads: Any = None
+    store_writes: Any = None
 
     def __post_init__(self) -> None:
         self.leases = self.leases or LeaseManager(self.coord, self.node_id, ttl=30)

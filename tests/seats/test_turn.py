@@ -6,6 +6,8 @@ import uuid
 
 import pytest
 
+from tests.spans import spans  # noqa: F401  (a fixture)
+
 from engine.coord.local import LocalCoord
 from events import tracing
 from events.envelope import Event, new
@@ -79,10 +81,13 @@ async def test_a_turn_publishes_started_phase_and_completed_under_the_triggers_t
 
     assert published.types == list(TURN_EVENTS)
     started, opened, size, phase, completed = published.events
+    for event in (started, completed):
+        assert event.parent_span_id == trigger.span_id            # agent.turn is the trigger span's child
+        assert event.span_id == started.span_id != trigger.span_id  # ...and emitted these
+    for event in (opened, size, phase):                           # agent.turn.respond under agent.turn
+        assert event.parent_span_id == started.span_id != event.span_id
     for event in published.events:
         assert event.trace_id == trigger.trace_id                 # one trace, the trigger's
-        assert event.parent_span_id == trigger.span_id            # the turn's span is the trigger span's child
-        assert event.span_id == started.span_id != trigger.span_id  # ...and emitted them all
         assert (event.get("agent_id"), event.get("agent_handle"), event.get("agent_role")) == \
             (str(company.agent_id_for("alice")), "alice", "engineer")
         assert (event.get("turn_id"), event.get("conversation_key")) == (request.turn_id, "slack:C1:171.2")
@@ -115,11 +120,28 @@ async def test_a_provider_fallback_is_addressed_to_its_provider_calls_span_insid
     assert result.outcome == "completed"
     assert published.types == [*OPENING, "provider_fallback", "agent_phase_completed", "agent_turn_completed"]
     started, fallback = published.events[0], published.events[3]
+    phase = published.one("agent_phase_completed")
     assert (fallback.get("from_provider_key"), fallback.get("to_provider_key"), fallback.get("error_kind")) == \
         ("main", "demo", "auth")
     assert fallback.trace_id == trigger.trace_id
-    assert fallback.parent_span_id == started.span_id  # llm.round is a child of agent.turn
-    assert published.one("agent_phase_completed").get("provider_key") == "demo"
+    assert fallback.parent_span_id == phase.span_id  # llm.round under agent.turn.respond ...
+    assert phase.parent_span_id == started.span_id   # ... under agent.turn
+    assert phase.get("provider_key") == "demo"
+
+
+async def test_one_round_is_one_llm_round_span_however_many_members_it_tries(endpoint, spans):
+    endpoint.script = [Reply(401, {"error": {"message": "bad key"}})]
+    company, published = company_of([openai_entry(endpoint.base_url), SCRIPTED]), Published()
+    trigger = slack_message()
+    await TurnEngine(node_id="node-a", publish=published).run(request_for(company, trigger))
+    ours = [s for s in spans.get_finished_spans() if format(s.context.trace_id, "032x") == trigger.trace_id
+            and s.name != "webhook.receive"]  # the trigger's own, made by the test's delivery
+    names = [s.name for s in ours]
+    assert sorted(names) == ["agent.turn", "agent.turn.respond", "llm.round"]  # two members tried, one round
+    by = {s.name: s for s in ours}
+    assert by["llm.round"].parent.span_id == by["agent.turn.respond"].context.span_id
+    assert by["agent.turn.respond"].parent.span_id == by["agent.turn"].context.span_id
+    assert by["llm.round"].attributes["provider"] == "demo" and by["llm.round"].attributes["round"] == 1
 
 
 async def test_an_exhausted_chain_ends_the_turn_llm_unavailable_as_an_outcome_not_an_exception(endpoint):

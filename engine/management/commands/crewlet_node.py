@@ -95,6 +95,15 @@ class Command(BaseCommand):
             cfg = load_node_config(opts["config"])
         except ConfigError as exc:
             return self.fail(f"--config {opts['config']}:\n{exc}", EXIT_CONFIG)
+        # OTLP export (seed 002, "OTLP Export"), when the OTEL_EXPORTER_OTLP_* variables ask for
+        # it: attached before the ASGI application loads its middleware (Django's instrumentation
+        # is one), flushed once the node has drained.
+        from engine.node import telemetry
+
+        try:
+            exporting = telemetry.attach(os.environ, cfg.node.id or "node")
+        except telemetry.TelemetryRefused as exc:
+            return self.fail(str(exc), EXIT_CONFIG)
         # The ASGI application sets Django up again, which reinstalls settings.LOGGING: load it
         # before the node's own logging is configured. Settings name it (ASGI_APPLICATION).
         from channels.routing import get_default_application
@@ -112,6 +121,8 @@ class Command(BaseCommand):
             log.warning(name, extra=fields)
         for advisory in node_advisories(cfg):
             log.warning("config_advisory", extra={"config": "bootstrap", "detail": advisory})
+        if exporting is not None:
+            log.info("otlp_exporter_attached", extra={"endpoint": exporting.endpoint})
         # One owner per store: refused here, before a port is bound or a file opened.
         from django.conf import settings as django_settings
 
@@ -126,6 +137,8 @@ class Command(BaseCommand):
             return self.serve_node(opts, cfg, roles, application)
         finally:
             storelock.release_all(locks)
+            if exporting is not None and not exporting.flush():  # after the drain: its own spans go too
+                log.warning("otlp_flush_incomplete", extra={"endpoint": exporting.endpoint})
 
     def serve_node(self, opts, cfg, roles, application) -> int:
         host = opts["api_host"] if opts["api_host"] is not None else cfg.api.host
