@@ -226,6 +226,7 @@ async def company(request: HttpRequest) -> HttpResponse:
     company_doc = node.company if node is not None else None
     schedules, schedules_error = await _schedules(node)
     return _page(request, "dashboard/company.html", "company", active=active, revisions=rows,
+                 tool_servers=seats_queries.tool_servers(node), runs_seats=node is not None and node.seat_runtime is not None,
                  document=redact(active.document) if active is not None else "",
                  serving=node.revision if node is not None else None,
                  org=orgchart.tree(company_doc) if company_doc is not None else [],
