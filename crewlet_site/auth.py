@@ -5,8 +5,10 @@ A read (GET, HEAD, OPTIONS) needs a token with the `read` or the `admin` grant; 
 other method) one with `admin`. `TokenAuth("read")` or `TokenAuth("admin")` pins one grant for
 every method. A request with no token or an unknown one is a 401 (answered by
 crewlet_site.api, naming the Authorization header); a known token without the grant is a
-403. Tokens are matched by `engine.config.tokens` (constant time, every token compared) and
-never logged: a refusal is logged by the token's id and the route.
+403. On a node whose `api.auth.admin` is `refuse`, every route that needs the admin grant is a
+403 naming that setting, whatever the token (seed 002: `admin: serve | refuse`). Tokens are
+matched by `engine.config.tokens` (constant time, every token compared) and never logged: a
+refusal is logged by the token's id and the route.
 """
 from __future__ import annotations
 
@@ -63,6 +65,9 @@ class TokenAuth(HttpBearer):
         if entry is None:
             return None  # ninja raises AuthenticationError: 401 naming the Authorization header
         needs = self.needs(request)
+        if needs == "admin" and tokens.refuses_admin(settings.NODE.config):
+            log.info("api_admin_refused", extra={"token_id": entry.id, "path": request.path})
+            raise HttpError(403, f"{request.path}: {tokens.ADMIN_REFUSED}")
         if not tokens.admits(entry, needs):
             log.warning("api_token_refused", extra={"token_id": entry.id, "path": request.path, "needs": needs})
             raise HttpError(403, f"{request.path}: the token {entry.id!r} lacks a grant this route needs; it needs the {needs} grant")

@@ -263,6 +263,8 @@ class LiveProjection:
         view = self.seats.get(handle) if handle else None
         if view is not None and view.apply(event):
             changed.append(view.handle)
+        if event.type == "org_started":  # a node (re)started: what it was running is over
+            changed.extend(v.handle for v in self.roster.agents() if v.node_started(event.node))
         if event.type == "budget_meters":
             taken = event.get("taken_at")
             changed.extend(self._apply_budgets(list(event.get("windows") or []),

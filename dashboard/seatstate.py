@@ -7,6 +7,14 @@ the seat's `last_error`; the seat's `stopped`/`budget` is read from the refusing
 `SeatView.apply(event)` is the one reducer: the projection seeds a seat by replaying its
 recent history through it and then feeds it the live stream, so both paths agree.
 
+A running turn ends at its own end (its completion, its stop, its guard breach: the one
+naming its turn_id, so a late end from a seat's previous holder leaves the new holder's turn
+alone), and also where it can no longer be running: the seat released by the node running it,
+the seat spawned on another node (a successor took it), or the node running it starting again
+(`node_started`, from its org_started). The node that ran a turn it never ended records the end
+itself at its next boot (seats.interrupted); these rules keep a screen honest meanwhile, and on
+a node whose store never held that turn.
+
 A seat's state is one of STATES, by precedence: paused, stopped, unplaced (no node holds
 it), working, parked, held, idle. A human seat has no state: nothing runs it.
 """
@@ -59,7 +67,7 @@ class SeatView:
     title: str = ""
     reports_to: str = ""
     holder: str | None = None
-    working: dict[str, Any] | None = None      # {turn_id, since}
+    working: dict[str, Any] | None = None      # {turn_id, since, resumed, node}
     paused: dict[str, Any] | None = None       # {by, reason, since, ...}
     held: dict[str, Any] | None = None         # a coding run holds the inbox
     parked: dict[str, Any] | None = None       # a run parked on a question, or a suspended turn
@@ -121,9 +129,18 @@ class SeatView:
         handler(self, event)
         return self.row() != before
 
+    def node_started(self, node: str) -> bool:
+        """`node` (re)started (its org_started): a turn it was running is over. True when the seat changed."""
+        if self.working is not None and node and self.working.get("node") == node:
+            self.working = None
+            return True
+        return False
+
 
 def _spawned(seat: SeatView, event: Event) -> None:
     seat.holder = event.node or seat.holder
+    if seat.working is not None and event.node and seat.working.get("node") not in ("", event.node):
+        seat.working = None  # a successor took the seat: the previous holder's turn is not running
 
 
 def _terminated(seat: SeatView, event: Event) -> None:
@@ -134,17 +151,28 @@ def _terminated(seat: SeatView, event: Event) -> None:
 
 
 def _turn_started(seat: SeatView, event: Event) -> None:
-    seat.working = {"turn_id": event.get("turn_id") or "", "since": when(event), "resumed": bool(event.get("resumed"))}
+    seat.working = {"turn_id": event.get("turn_id") or "", "since": when(event), "resumed": bool(event.get("resumed")),
+                    "node": event.node}
     seat.parked = None
 
 
 def _progress(seat: SeatView, event: Event) -> None:
     if seat.working is None:  # a turn already running when this screen's projection began
-        seat.working = {"turn_id": event.get("turn_id") or "", "since": when(event), "resumed": False}
+        seat.working = {"turn_id": event.get("turn_id") or "", "since": when(event), "resumed": False,
+                        "node": event.node}
+
+
+def _ends_running(seat: SeatView, event: Event) -> None:
+    """The event ends the running turn when it names that turn (or either names none)."""
+    if seat.working is None:
+        return
+    running, ended = seat.working.get("turn_id") or "", event.get("turn_id") or ""
+    if not running or not ended or running == ended:
+        seat.working = None
 
 
 def _turn_completed(seat: SeatView, event: Event) -> None:
-    seat.working = None
+    _ends_running(seat, event)
     failed = bool(event.get("failed"))
     seat.last_turn = mark(event, turn_id=event.get("turn_id") or "", tokens=tokens_of(event), failed=failed,
                           stopped=bool(event.get("stopped")), suspended=bool(event.get("suspended")),
@@ -158,7 +186,7 @@ def _turn_completed(seat: SeatView, event: Event) -> None:
 
 
 def _turn_stopped(seat: SeatView, event: Event) -> None:
-    seat.working = None
+    _ends_running(seat, event)
 
 
 def _phase_completed(seat: SeatView, event: Event) -> None:

@@ -11,7 +11,8 @@ dashboard's read threads.
 
 Sign-in is a Django user (`/dashboard/login/`); pausing, resuming and giving a seat a task
 take a staff user (the dashboard's admin grant) and a CSRF-protected POST, and call the
-functions the REST routes call. A page that is not there, or a server error, is answered
+functions the REST routes call; a node that refuses admin routes hides and refuses them
+(dashboard.controls). A page that is not there, or a server error, is answered
 inside the layout (templates/404.html, 500.html).
 """
 from __future__ import annotations
@@ -30,7 +31,7 @@ from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from dashboard import orgchart, seatpage
+from dashboard import controls, orgchart, seatpage
 from dashboard.node import node_in
 from dashboard.reads import history_of, run_read
 from engine import revisions
@@ -168,6 +169,9 @@ async def seat_page(request: HttpRequest, handle: str) -> HttpResponse:
 def _staff_post(view):
     @functools.wraps(view)
     async def wrapper(request: HttpRequest, handle: str) -> HttpResponse:
+        if not controls.admin_served():
+            log.info("dashboard_admin_refused", extra={"path": request.path})
+            return controls.refusal(request)
         if not request.user.is_staff:
             return HttpResponseForbidden("pausing, resuming and giving a seat a task take a staff user")
         return await view(request, handle)
@@ -224,6 +228,7 @@ async def company(request: HttpRequest) -> HttpResponse:
     company_doc = node.company if node is not None else None
     schedules, schedules_error = await _schedules(node)
     return _page(request, "dashboard/company.html", "company", active=active, revisions=rows,
+                 tool_servers=seats_queries.tool_servers(node), runs_seats=node is not None and node.seat_runtime is not None,
                  document=redact(active.document) if active is not None else "",
                  serving=node.revision if node is not None else None,
                  org=orgchart.tree(company_doc) if company_doc is not None else [],

@@ -440,6 +440,31 @@ def turns_by_minute(since: datetime, until: datetime, *, kept_only: bool = False
     return [(int(m), str(a or ""), int(n), int(t or 0)) for m, a, n, t in rows]
 
 
+# What ends a turn in the record: its completion, whatever its outcome, or -- for a turn that
+# raised in its own frames, which publishes no completion (seats.host) -- its guard breach.
+TURN_ENDS: tuple[str, ...] = ("agent_turn_completed", "turn.guard_breach")
+
+
+def unended_turns(node: str, *, using: str = DEFAULT_DB_ALIAS) -> list[dict[str, Any]]:
+    """The `agent_turn_started` events `node` published since its last `org_started` whose turn
+    has no end in this store (TURN_ENDS, same trace and turn_id), oldest first, as events_page
+    lists items. Since the last boot: a node closes its open turns at every boot
+    (seats.interrupted), so nothing older is open. One seek of the type index for the starts,
+    one of the trace index for each one's end."""
+    booted = _fetch(
+        "SELECT event_time FROM crewlet_events WHERE event_type = %s AND node = %s "
+        "ORDER BY event_time DESC LIMIT 1", ["org_started", node], using)
+    since = booted[0][0] if booted else "0"
+    ends = ", ".join(["%s"] * len(TURN_ENDS))
+    rows = _fetch(
+        f"SELECT {_COLUMNS} FROM crewlet_events e WHERE e.event_type = %s AND e.node = %s AND e.event_time >= %s "
+        f"AND NOT EXISTS (SELECT 1 FROM crewlet_events x WHERE x.trace_id = e.trace_id AND x.event_type IN ({ends}) "
+        "AND json_extract(x.payload, '$.turn_id') = json_extract(e.payload, '$.turn_id')) "
+        "ORDER BY e.event_time, e.event_id",
+        ["agent_turn_started", node, since, *TURN_ENDS], using)
+    return [_item(r) for r in rows]
+
+
 def minute_of(moment: datetime) -> int:
     """Minutes since the epoch (UTC) of `moment`: the bucket a turn is counted in."""
     return int(moment.astimezone(timezone.utc).timestamp() // 60)

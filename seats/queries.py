@@ -179,3 +179,14 @@ async def fire_schedule(node: SeatsNode | None, name: str, *, actor: str) -> dic
                                cron=schedule.cron, due=now, manual=True, fired_by=actor)
     await FireBook(node.coord).record_manual(name, actor, now, str(event.id))
     return {"schedule": name, "seat": schedule.seat, "event_id": str(event.id), "task_id": event.get("task_id")}
+
+
+def tool_servers(node: SeatsNode | None) -> list[dict[str, Any]]:
+    """The company's MCP tool servers as this node runs them (seed 002, probes: "shared MCP
+    servers"): each one's name, transport, state and reason -- what /health reports, from the
+    same `describe` -- its tool count and the tool names the model sees (`<server>__<tool>`).
+    A node without the seats role runs none: []."""
+    runtime = node.seat_runtime if node is not None else None
+    if runtime is None:
+        return []
+    return [dict(server) for server in runtime.tool_servers.describe()]

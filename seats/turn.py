@@ -26,7 +26,9 @@ At the top of every round, in order: the seat's lease (the fence: lost, the turn
     llm_unavailable         when the chain is exhausted (from the chain)
     agent_phase_completed   the phase's record: prompts, response, rounds[] (each with its text),
                             tool_calls[] (arguments, result clipped, duration, error)
-    agent_turn_completed    tokens, duration, outcome, tools_used; `failed` or `stopped`
+    agent_turn_completed    tokens, duration, outcome, tools_used; `failed` or `stopped`; also
+                            when the host cancels a running turn (`interrupted`, error_kind
+                            `released`), so every turn that started has an end
 
 The turn's span (`agent.turn`) is a child of the trigger's span, restored from the trigger's
 envelope, and every event carries trace_of() of the span that emitted it. A provider failure, a
@@ -82,6 +84,12 @@ CONTINUE = "Continue exactly where your reply stopped."
 # is announced while it runs. 20 ms is below what a person watching the live view can tell.
 ANNOUNCE_HOLD_SECONDS = 0.02
 FAILED_OUTCOMES = frozenset({"budget_exhausted", "llm_unavailable", "failed", "interrupted"})
+# The error_kind of an `interrupted` end: the lease's fence stopped the turn at a round, the host
+# let a running turn go (cancelled), or the node's next boot found it never ended.
+INTERRUPTED_FENCE, INTERRUPTED_RELEASED, INTERRUPTED_NODE_STOPPED = "fence", "released", "node_stopped"
+# How long a cancelled turn waits to publish its end: short, because a cut drain bounds each of
+# its steps at a second (engine.node.process) and a broker that is gone never answers.
+INTERRUPTED_PUBLISH_SECONDS = 0.5
 OUTCOMES = ("completed", "stopped", "budget_exhausted", "llm_unavailable", "failed", "interrupted")
 
 
@@ -294,6 +302,28 @@ class _Turn:
     # -- the turn ----------------------------------------------------------------------------
     async def run(self) -> TurnResult:
         started = self.engine.clock()
+        try:
+            return await self._run(started)
+        except asyncio.CancelledError:
+            await self._close_cancelled(started)
+            raise
+
+    async def _close_cancelled(self, started: float) -> None:
+        """The host let the turn go mid-way (its seat released, a cut drain): record its end as
+        `interrupted`, so no screen shows the seat working on it. Bounded, and best effort: on a
+        broker that is gone the publish fails, and the node's next boot closes the turn from its
+        store instead (seats.interrupted)."""
+        event = self._event(AgentTurnCompleted(
+            **self.trigger_fields, outcome="interrupted", failed=True, error_kind=INTERRUPTED_RELEASED,
+            error="this node let the seat go while the turn ran (a lost lease or a cut drain); "
+                  "its trigger runs again where the seat is held",
+            duration_ms=self._ms_since(started)))
+        try:
+            await asyncio.wait_for(self.engine.publish(event), INTERRUPTED_PUBLISH_SECONDS)
+        except (Exception, asyncio.CancelledError) as exc:
+            log.warning("turn_interrupted_unrecorded", extra={"turn_id": self.request.turn_id, "error": str(exc)})
+
+    async def _run(self, started: float) -> TurnResult:
         req = self.request
         await self.emit(AgentTurnStarted(**self.trigger_fields))
         guards = Guards(req.company, req.seat, req.trigger)
@@ -360,7 +390,7 @@ class _Turn:
             began = time.perf_counter()
             if not req.fence():
                 phase.end("interrupted", "this node no longer holds the seat's lease; the seat's new owner "
-                                         "runs the trigger", "fence")
+                                         "runs the trigger", INTERRUPTED_FENCE)
                 return
             stop = req.stop_requested()
             if stop:
@@ -452,7 +482,7 @@ class _Turn:
         messages.extend(tool_message(run.call, run.content, is_error=run.is_error) for run in runs)
         if any(run.fenced for run in runs):
             phase.end("interrupted", "this node lost the seat's lease before a tool call; the seat's new owner "
-                                     "runs the trigger", "fence")
+                                     "runs the trigger", INTERRUPTED_FENCE)
             return True
         if any(run.ends_turn for run in runs):
             phase.texts.append(done.text)  # asked, then the turn ends: its answer comes as new mail

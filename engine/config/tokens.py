@@ -2,7 +2,7 @@
 
 `match_token` finds the configured token a caller presented, comparing in constant time against
 every one of them; `grants_of` and `admits` say what it may do; `bearer` reads the token out of
-an Authorization header. Every door decides with these -- a REST route's grant
+an Authorization header; `refuses_admin` says whether the node serves admin routes at all. Every door decides with these -- a REST route's grant
 (crewlet_site.auth), the node's gate that checks a token before a body is read
 (engine.node.gate), the `/ws/stream` handshake (dashboard.consumers) -- so a token admitted by
 one is admitted by all. A token value is never logged or put in an error.
@@ -14,9 +14,13 @@ import hmac
 from dataclasses import dataclass
 from typing import Iterable
 
-from engine.config.node import Token
+from engine.config.node import NodeConfig, Token
 
 GRANTS = ("admin", "read")
+# What a node whose Tier A says `api.auth.admin: refuse` answers for every admin route -- an API
+# write, /admin/, a dashboard control -- whoever asks (seed 002: `admin: serve | refuse`).
+ADMIN_REFUSED = ("api.auth.admin: this node refuses the admin routes (api.auth.admin: refuse); make the change "
+                 "through a node whose api.auth.admin is serve")
 READ_GRANTS = frozenset({"admin", "read"})  # what a read needs: either grant
 SCHEME = "bearer"
 
@@ -72,3 +76,9 @@ class Caller:
 
     def __str__(self) -> str:
         return self.seat or self.token_id
+
+
+def refuses_admin(config: NodeConfig | None) -> bool:
+    """Whether the node's Tier A refuses the admin routes (`api.auth.admin: refuse`); a process
+    with no config refuses nothing."""
+    return config is not None and config.api.auth.admin == "refuse"

@@ -8,7 +8,8 @@ Boot order (the listener is bound by the caller before `run()` starts), one meth
                 the apps share);                                              /health 503
   preparing  -- `_take_company` (import `--company` as a new revision when it differs from
                 the active one), `_apply_active_revision` (EVERY agent seat's mailbox first),
-                `_ensure_work_queue`, `_take_presence`;                       /health 200 "starting"
+                `_ensure_work_queue`, `_close_interrupted_turns` (a data node ends the turns its
+                last life left open), `_take_presence`;                       /health 200 "starting"
   serving    -- `_watch_links` (both connections, for /ready), `_start_services`, then
                 /ready 200 and `_start_loops` (claim seats, keep up with the fleet's revision,
                 the watchdog);
@@ -64,6 +65,7 @@ from events.types.placement import AgentSpawned, AgentTerminated
 from notify.credentials import CredentialCache, Credentials
 from notify.edge import ensure_work_queue
 from seats.budgets import Budgets
+from seats.interrupted import close_interrupted_turns, open_turns
 from seats.pauses import PauseBook
 from seats.placement import NodeProfile, SeatPlacement
 from seats.runtime import SeatRuntime
@@ -279,6 +281,7 @@ class Node:
             await self._take_company()
             await self._apply_active_revision()
             await self._ensure_work_queue()
+            await self._close_interrupted_turns()
             await self._take_presence()
         except BootError:
             raise
@@ -393,6 +396,19 @@ class Node:
     async def _ensure_work_queue(self) -> None:
         """The inbound work queue exists before a webhook is taken (notify.edge)."""
         await ensure_work_queue(self.queue)
+
+    async def _close_interrupted_turns(self) -> None:
+        """A data node records the end of every turn its previous life left open (a SIGKILL, a
+        forced exit), before the projection reads the store (seats.interrupted)."""
+        if self.writer is None:
+            return
+        closed = await close_interrupted_turns(self.node_id, sync_to_async(_open_turns, thread_sensitive=True),
+                                               self._publish)
+        if closed:
+            log.warning("turns_interrupted", extra={"count": len(closed), "turn_ids": ",".join(closed)})
+
+    async def _publish(self, event: Event) -> None:
+        await self.queue.publish(topics.event_subject(event.type), event)
 
     async def _take_presence(self) -> None:
         """This node's presence lease, held for the node's life: taken now, and taken again by
@@ -581,6 +597,15 @@ async def _bounded(awaitable: Awaitable[Any], seconds: float | None, what: str) 
         log.warning("drain_step_overran", extra={"step": what, "seconds": seconds})
     except Exception as exc:
         log.warning("drain_step_failed", extra={"step": what, "error": str(exc)})
+
+
+def _open_turns(node_id: str) -> list[Event]:
+    from django.db import connection
+
+    try:
+        return open_turns(node_id)
+    finally:
+        connection.close()
 
 
 def _migrate() -> None:

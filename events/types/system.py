@@ -75,6 +75,8 @@ class AgentTurnCompleted(TokenFields, WorkItemFields):
 
     def summary(self, event) -> str:
         took = duration(self.duration_ms)
+        if self.outcome == "interrupted":
+            return f"{possessive(self.seat)} turn was interrupted after {took}{because(self.error or self.error_kind)}"
         if self.failed:
             return f"{possessive(self.seat)} turn failed after {took}{because(self.error or self.error_kind)}"
         if self.stopped:

@@ -3,6 +3,7 @@ kept current by the stream; honest about what it lost (seed 000, "Broadcast Stre
 "Event Types"; seed 002, "What gets stored": the feed and the stored-not-fed class)."""
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -152,6 +153,20 @@ async def test_a_release_by_a_node_that_no_longer_holds_the_seat_changes_nothing
     projection.apply(make_event("agent_terminated", company, "alice", node="node-2"))
     row = projection.seat_row("alice")
     assert row["holder"] is None and row["state"] == "unplaced" and row["working"] is None
+
+
+async def test_a_node_starting_again_ends_on_every_screen_the_turns_it_was_running(twin, company):
+    projection = twin.projection
+    for handle in ("alice", "bob"):
+        projection.apply(make_event("agent_spawned", company, handle, node=f"node-{handle}"))
+        projection.apply(make_event("agent_turn_started", company, handle, node=f"node-{handle}", turn_id=handle))
+    outbox = Outbox()
+    projection.attach(outbox)
+    projection.apply(make_event("org_started", node="node-alice", company="acme"))
+    assert projection.seat_row("alice")["state"] == "idle" and projection.seat_row("bob")["state"] == "working"
+    frame = json.loads(outbox.frames[-1])
+    assert frame["event"]["type"] == "org_started"
+    assert [row["handle"] for row in frame["seats"]] == ["alice"]  # the sockets are told which seat changed
 
 
 async def test_a_new_revision_adds_and_removes_seats(twin, company):

@@ -84,3 +84,26 @@ def test_a_coding_run_holds_the_seat_and_a_question_parks_it():
 
 def test_every_state_is_one_the_screens_know():
     assert set(STATES) == {"idle", "working", "held", "paused", "parked", "stopped", "unplaced"}
+
+
+def test_a_turn_whose_node_started_again_is_over_on_the_screen():
+    seat = placed()
+    seat.apply(make_event("agent_turn_started", agent_handle="alice", turn_id="t1", node="node-1"))
+    assert not seat.node_started("node-2") and seat.state == "working"  # another node's boot is not this turn's end
+    assert seat.node_started("node-1") and seat.state == "idle"
+
+
+def test_a_successor_taking_the_seat_ends_the_previous_holders_turn_and_its_late_end_leaves_the_new_one_alone():
+    seat = placed()
+    seat.apply(make_event("agent_turn_started", agent_handle="alice", turn_id="t1", node="node-1"))
+    seat.apply(make_event("agent_spawned", node="node-1", agent_handle="alice"))  # the same holder: still running
+    assert seat.state == "working"
+    seat.apply(make_event("agent_spawned", node="node-2", agent_handle="alice"))
+    assert (seat.state, seat.holder) == ("idle", "node-2")
+    seat.apply(make_event("agent_turn_started", agent_handle="alice", turn_id="t2", node="node-2"))
+    seat.apply(make_event("agent_turn_completed", agent_handle="alice", turn_id="t1", node="node-1",
+                          outcome="interrupted", failed=True))
+    assert seat.state == "working" and seat.working["turn_id"] == "t2"
+    assert seat.last_turn["turn_id"] == "t1" and seat.last_error["type"] == "agent_turn_completed"
+    seat.apply(make_event("agent_turn_completed", agent_handle="alice", turn_id="t2", node="node-2"))
+    assert seat.state == "idle"

@@ -38,8 +38,9 @@ org:
 
 
 def node_config(home: Path, node_id: str, port: int, *, stream: str | None = None, coordination: str | None = None,
-                ttl: int | None = None, sweep: float = 0.5, poll: float = 0.5) -> str:
-    """A Tier A file; `coordination` and `ttl` left None leave the block out (the defaults)."""
+                ttl: int | None = None, sweep: float = 0.5, poll: float = 0.5, admin: str = "serve") -> str:
+    """A Tier A file; `coordination` and `ttl` left None leave the block out (the defaults);
+    `admin` is api.auth.admin."""
     stream = stream or f'{{type: embedded, store_dir: "{home / "stream"}"}}'
     fields = [f"type: {coordination}"] if coordination else []
     fields += [f"lease_ttl_seconds: {ttl}"] if ttl else []
@@ -54,7 +55,7 @@ api:
   port: {port}
   external_url: "http://127.0.0.1:{port}"
   auth:
-    admin: serve
+    admin: {admin}
     tokens:
       - {{id: founder, token: "{ADMIN}", grants: [admin]}}
       - {{id: viewer, token: "{READER}", grants: [read]}}

@@ -23,6 +23,7 @@ import pytest
 
 from tests.node.external import ExternalNats
 from tests.node.harness import ADMIN, READER, NodeProcess, eventually
+from tests.node.stream import seat_row, snapshot
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -162,6 +163,12 @@ def test_a_second_node_takes_the_seat_of_a_node_killed_mid_turn_and_runs_each_ta
         eventually(lambda: "alice" in (second.probe("/health")[1] or {}).get("seats", ()), 30,
                    "node-2 to take alice", second)
         taken = time.monotonic()
+        # No screen shows the killed turn running: node-2 watched it start, node-1 closed it at its boot.
+        working = seat_row(snapshot(second)[0], "alice")["working"]
+        assert working is None or working["node"] == "node-2", working
+        [end] = [e for e in _events(first, "agent_turn_completed") if killed in e["trigger_ids"]
+                 and e["outcome"] == "interrupted"]
+        assert end["error_kind"] == "node_stopped"
         tasks.append(_assign(second, "after the handover"))
         _rerun_within_two_minutes([first, second], killed, taken)
         _every_task_worked_once([first, second], tasks)

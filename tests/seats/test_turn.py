@@ -278,3 +278,40 @@ async def test_an_exception_in_the_turns_own_code_propagates():
         await TurnEngine(node_id="node-a", publish=published).run(
             request_for(company, slack_message(), stop_requested=broken))
     assert published.types == OPENING
+
+
+async def test_a_turn_cancelled_mid_round_records_its_end_as_interrupted_in_its_own_span():
+    import asyncio
+
+    company, published = company_of([{**SCRIPTED, "delay_seconds": 30}]), Published()
+    request = request_for(company, slack_message())
+    running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=published).run(request))
+    while "prompt.size" not in published.types:  # the round's model call has begun
+        await asyncio.sleep(0.01)
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running
+    assert published.types == [*OPENING, "agent_turn_completed"]
+    started, completed = published.events[0], published.one("agent_turn_completed")
+    assert (completed.get("outcome"), completed.get("failed"), completed.get("error_kind")) == ("interrupted", True, "released")
+    assert (completed.get("turn_id"), completed.span_id, completed.trace_id) == (request.turn_id, started.span_id, started.trace_id)
+    assert completed.get("trigger_ids") == started.get("trigger_ids")
+    assert "interrupted" in completed.summary()
+
+
+async def test_a_cancelled_turn_whose_end_cannot_be_published_still_lets_the_cancel_through():
+    import asyncio
+
+    company = company_of([{**SCRIPTED, "delay_seconds": 30}])
+    began = asyncio.Event()
+
+    async def publish(event: Event) -> None:
+        if event.type == "agent_turn_completed":
+            await asyncio.sleep(3600)  # a broker that never answers
+        began.set()
+
+    running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=publish).run(request_for(company, slack_message())))
+    await began.wait()
+    running.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await running

@@ -18,6 +18,7 @@ import sys
 
 from django.core.management.base import BaseCommand
 
+from engine.config.tokens import refuses_admin
 from engine.node import EXIT_CONFIG, EXIT_FATAL, Node, NodeTimings, logconfig
 from engine.node.roles import RoleError, parse_roles
 
@@ -45,8 +46,11 @@ def banner(cfg, roles, base: str) -> str:
         lines += [
             f"  REST API      {base}/events   (Authorization: Bearer <a token from api.auth.tokens>)",
             f"  API docs      {base}/api/docs",
-            f"  admin         {base}/admin/",
         ]
+        if refuses_admin(cfg):  # nothing to advertise: writes, /admin/ and the controls answer 403
+            lines.append("  admin         refused on this node (api.auth.admin: refuse): reads only")
+        else:
+            lines.append(f"  admin         {base}/admin/")
     lines.append("Stop it with Ctrl-C (a second Ctrl-C stops at once).")
     return "\n".join(lines) + "\n"
 
