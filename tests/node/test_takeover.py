@@ -29,8 +29,8 @@ def _seats(node) -> set[str]:
 def test_a_second_node_takes_the_seats_of_a_killed_one_and_never_shares_one(nodes, tmp_path, ttl, sweep):
     lapse = (ttl or DEFAULT_TTL) + 2 * (sweep or DEFAULT_SWEEP)  # the leases run out, then a sweep finds them
     fleet = ExternalNats(tmp_path / "nats").start()
+    first, second = nodes("node-1"), nodes("node-2")
     try:
-        first, second = nodes("node-1"), nodes("node-2")
         first.start(stream=fleet.stream_block(), coordination="embedded-kv", ttl=ttl, sweep=sweep)
         first.wait_ready()
         eventually(lambda: _seats(first) == SEATS, 30, "node-1 to claim every seat", first)
@@ -55,4 +55,6 @@ def test_a_second_node_takes_the_seats_of_a_killed_one_and_never_shares_one(node
         messages = [line["msg"] for line in second.log_lines()]
         assert messages.count("seat_acquired") >= 3
     finally:
+        for node in (second, first):  # before their broker, so each drains rather than waits on it
+            node.stop()
         fleet.stop()
