@@ -14,7 +14,7 @@ ifdef PORT
 export CREWLET_PORT := $(PORT)
 endif
 
-.PHONY: run test lint setup venv keyring migrate chromium bench clean superuser
+.PHONY: run test test-long lint setup venv keyring migrate chromium bench clean superuser mutants
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "setting up: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
@@ -46,6 +46,11 @@ run: migrate
 
 test: setup chromium lint
 	@set -a && source $(DEV_ENV) && set +a && $(PY) -m pytest -q
+
+# The cases marked `long`: the product's default timings where they are too slow for `make test`
+# (leases lapsing at 45 s, the ack window at 60 s, after a SIGKILL). About ten minutes.
+test-long: setup
+	@set -a && source $(DEV_ENV) && set +a && CREWLET_LONG_TESTS=1 $(PY) -m pytest -q -m long
 
 # The import rule (DESIGN.md's layers, as contracts in pyproject.toml) and ruff's checks.
 lint: setup

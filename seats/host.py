@@ -10,7 +10,8 @@ re-subscribing. Per partition the handler:
   2. merges what is left into one trigger (`notify.coalesce`, the digest trigger); a partition
      that cannot be merged degrades to per-event dispatch: the tail is requeued as independent inbox messages FIRST,
      then the first event runs in the current ack scope;
-  3. runs the turn inside the node's concurrency gate -- waiting for a slot keeps the delivery;
+  3. runs the turn inside the node's concurrency gate -- waiting for a slot keeps the delivery,
+     and a hold that landed meanwhile (a pause) defers it there, before any turn starts;
   4. settles (`_settle`):
        completed/stopped     -> (a completed turn that answered an ask sends its answer first:
                                 `_answer_ask`) every constituent recorded as worked, and the waiting messages
@@ -220,6 +221,13 @@ class SeatHost:
                               turn_id=turn_id, stop_requested=self._stop_requested, fence=self._fence)
         waited = time.perf_counter()
         async with self.gate:  # waiting here keeps the delivery: nothing is handed back
+            # A hold that landed while this delivery was read, merged or waiting for a slot (a
+            # pause, a lost lease): deferred now, it keeps its place at the head and no turn runs.
+            # Nothing is awaited between this check and the turn's start.
+            now_serving = self.node.company
+            refused = await self._refuse(now_serving, now_serving.seat_by_handle(self.handle) if now_serving is not None else None)
+            if refused is not None:
+                return refused
             started = time.perf_counter()
             self.running = {"turn_id": turn_id, "trigger_id": str(trigger.id), "started_at": _now_iso(),
                             "trigger_ids": [str(e.id) for e in constituents]}

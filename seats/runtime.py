@@ -69,6 +69,7 @@ class SeatRuntime:
         self._admitting: dict[str, asyncio.Task] = {}
         self._watch: list = []
         self._poll: asyncio.Task | None = None
+        self._pause_heard = asyncio.Event()  # a pause event arrived: the backstop's period starts again
 
     # -- the node's hooks ------------------------------------------------------------------
     async def start(self) -> None:
@@ -183,22 +184,31 @@ class SeatRuntime:
     async def _pause_changed(self, handle: str) -> None:
         host = self.hosts.get(handle)
         if host is not None:
-            await self._refresh_pause(host)
+            await self._refresh_pause(host, "event")
+        self._pause_heard.set()
 
-    async def _refresh_pause(self, host: SeatHost) -> None:
+    async def _refresh_pause(self, host: SeatHost, learned_by: str) -> None:
         pause = await self.pauses.get(host.handle)
         if pause != host.pause:
             log.info("seat_pause_applied", extra={"seat": host.handle, "paused": pause is not None,
-                                                  "stop_running": bool(pause and pause.stop_running)})
+                                                  "stop_running": bool(pause and pause.stop_running),
+                                                  "learned_by": learned_by})
             await host.apply_pause(pause)
 
     async def _poll_pauses(self) -> None:
-        """The backstop for a pause event this node missed: re-read every hosted seat's pause."""
+        """The backstop for a pause event this node missed: re-read every hosted seat's pause
+        `poll_seconds` after the last poll or the last pause event heard, whichever is later."""
         while not self.stopping:
-            await asyncio.sleep(self.poll_seconds)
+            try:
+                await asyncio.wait_for(self._pause_heard.wait(), self.poll_seconds)
+            except TimeoutError:
+                pass
+            else:
+                self._pause_heard.clear()
+                continue  # the events are arriving: the backstop waits a whole period again
             for host in list(self.hosts.values()):
                 try:
-                    await self._refresh_pause(host)
+                    await self._refresh_pause(host, "poll")
                 except Exception as exc:
                     log.warning("seat_pause_poll_failed", extra={"seat": host.handle, "error": str(exc)})
 

@@ -104,8 +104,9 @@ class RevisionApplier:
         self._nudge.set()
         return activation
 
-    async def apply_pointer(self) -> bool:
+    async def apply_pointer(self, woken_by: str = "boot") -> bool:
         """Apply the active revision when it is newer than what this node serves; True if applied.
+        `woken_by` says in the log line what prompted the look: the boot, the fleet's nudge or the poll.
 
         A revision that fails validation here (say, a ${VAR} this node's environment lacks) is
         refused with the field path and the active one keeps serving.
@@ -131,7 +132,8 @@ class RevisionApplier:
         await self.follow(company)
         reached = "services"
         await self._applied(pointer, True, reached, began)
-        log.info("config_revision_applied", extra={"generation": pointer.generation, "company": company.name})
+        log.info("config_revision_applied", extra={"generation": pointer.generation, "company": company.name,
+                                                   "woken_by": woken_by})
         return True
 
     async def _applied(self, pointer: revisions.Activation, applied: bool, reached: str, began: float, error: str = "") -> None:
@@ -179,13 +181,15 @@ class RevisionApplier:
             self._nudges = await self.queue.subscribe_stream(topics.CONFIG_REVISION_ACTIVATED, self._on_nudge)
         try:
             while not stopping.is_set():
+                # The poll's clock starts again after every look, whichever woke it.
                 with contextlib.suppress(asyncio.TimeoutError):
                     await asyncio.wait_for(self._nudge.wait(), poll_seconds)
+                woken_by = "nudge" if self._nudge.is_set() else "poll"
                 self._nudge.clear()
                 if stopping.is_set():
                     return
                 try:
-                    await self.apply_pointer()
+                    await self.apply_pointer(woken_by)
                 except Exception:
                     log.exception("config_revision_poll_failed")
         finally:

@@ -6,9 +6,10 @@ completion ledger).
 Real node processes on a fleet's NATS server; alice is placed on node-1 and bob on node-2. The
 ask is made the way an operator makes one (`manage.py crewlet_a2a ask`, the same
 `a2a.service.ask` the a2a_ask tool calls); bob's ordinary scripted turn answers it, and the answer
-wakes alice on the other node. The ack window -- the backstop that returns a killed node's
-in-flight mail -- is shortened through CREWLET_QUEUE_ACK_WAIT_SECONDS, as the failover test does.
-Answer wakes are counted off the broker by a tap on alice's inbox; alice's turns from her store.
+wakes alice on the other node. Every timing is the product's: the ack window that returns a
+killed node's in-flight mail (a minute), the lease TTL and the placement sweep (a restarted node
+takes its own seats back at once). Answer wakes are counted off the broker by a tap on alice's
+inbox; alice's turns from her store.
 """
 from __future__ import annotations
 
@@ -62,13 +63,13 @@ def _holds(node: NodeProcess, handle: str) -> bool:
     return answer is not None and handle in (answer[1] or {}).get("seats", ())
 
 
-def _start_pair(tmp_path, fleet, delay: float, env: dict | None = None):
-    config = {"stream": fleet.stream_block(), "coordination": "embedded-kv", "ttl": 3, "sweep": 0.3}
+def _start_pair(tmp_path, fleet, delay: float):
+    config = {"stream": fleet.stream_block(), "coordination": "embedded-kv"}
     first = NodeProcess(home=tmp_path / "node-1", node_id="node-1")
     second = NodeProcess(home=tmp_path / "node-2", node_id="node-2")
-    first.start(company=company(delay), env=env, **config)
+    first.start(company=company(delay), **config)
     first.wait_ready()
-    second.start(company=None, env=env, **config)
+    second.start(company=None, **config)
     second.wait_ready()
     eventually(lambda: _holds(first, "alice"), 30, "node-1 to hold alice", first)
     eventually(lambda: _holds(second, "bob"), 30, "node-2 to hold bob", second)
@@ -113,10 +114,9 @@ def test_an_ask_on_one_node_is_answered_by_a_seat_on_another_and_wakes_the_asker
 def test_the_answering_node_killed_mid_turn_still_answers_exactly_once(tmp_path):
     fleet = ExternalNats(tmp_path / "nats").start()
     tap = Tap(fleet.url, fleet.token, ["crewlet.agent.alice.inbox"]).start()
-    env = {"CREWLET_QUEUE_ACK_WAIT_SECONDS": "6"}
     first = second = None
     try:
-        first, second, config = _start_pair(tmp_path, fleet, delay=3, env=env)
+        first, second, config = _start_pair(tmp_path, fleet, delay=3)
         done = ask(first, "ask", "--asker", "alice", "--target", "bob", "Is the release branch cut?")
         assert done.returncode == 0, done.stderr
         channel_id = json.loads(done.stdout)["channel_id"]
@@ -129,7 +129,7 @@ def test_the_answering_node_killed_mid_turn_still_answers_exactly_once(tmp_path)
         second.wait_exit()
         status, channel, _ = first.get(f"/a2a/channels/{channel_id}", READER)
         assert status == 200 and channel["state"] == "open"  # killed before its answer
-        second.start(company=None, env=env, **config)
+        second.start(company=None, **config)
         second.wait_ready()
         eventually(lambda: _answer_turns(first), 90, "the redelivered ask to be answered", first)
         status, channel, _ = first.get(f"/a2a/channels/{channel_id}", READER)

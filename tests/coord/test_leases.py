@@ -283,3 +283,63 @@ async def test_a_standing_claim_waits_out_a_store_that_does_not_answer(backend):
     await backend.outage()
     assert await keeper.renew_once() == []  # unanswered: logged, tried again next step
     assert keeper.held(presence_key("node-a")) is None
+
+
+# -- clock skew (module docstring of engine/coord/leases.py: "the margin covering clock skew
+# between them"). Each node reads its own clock; the store's own time is the backend's. ----------
+class SkewedClock:
+    """A node's clock: the backend's true time plus a fixed offset."""
+
+    def __init__(self, true_time, offset: float) -> None:
+        self.true_time, self.offset = true_time, offset
+
+    def __call__(self) -> float:
+        return self.true_time() + self.offset
+
+
+STEP = 0.25  # true time advances in quarter seconds: exact in binary, finer than any skew tested
+
+
+async def _handover(backend, successor_ahead: float, key: str = SEAT, **kw) -> tuple[float, float]:
+    """The holder renews twice, then falls silent (stalled, or cut off from the store); the
+    successor, whose clock runs `successor_ahead` seconds ahead of the holder's, tries to claim
+    at every step. Returns, in true time since the holder's last renew, when the holder stopped
+    acting on the lease and when the successor took it."""
+    holder = LeaseManager(await backend.store("node-a"), "node-a", TTL, SkewedClock(backend.clock, 0.0), **kw)
+    successor = LeaseManager(await backend.store("node-b"), "node-b", TTL, SkewedClock(backend.clock, successor_ahead), **kw)
+    lease = await holder.acquire(key)
+    for _ in range(2):
+        backend.elapse(TTL / 3)
+        assert await holder.renew(lease)
+        assert await successor.acquire(key) is None
+    last_renew = backend.clock()
+    stopped = taken = None
+    while taken is None:
+        assert backend.clock() - last_renew < 2 * TTL, "the successor never took the lease"
+        if stopped is None and not lease.is_exclusive(holder.clock()):
+            stopped = backend.clock() - last_renew
+        claim = await successor.acquire(key)
+        if claim is not None:
+            taken = backend.clock() - last_renew
+            assert claim.epoch > lease.epoch
+            break
+        backend.elapse(STEP)
+    assert not await holder.renew(lease) and lease.lost  # the holder, back, learns it lost the lease
+    return (stopped if stopped is not None else float("inf")), taken
+
+
+@pytest.mark.parametrize("successor_ahead", [0.0, 7.5, TTL / 3 - STEP, -TTL / 3])
+async def test_a_successor_whose_clock_is_skewed_within_the_margin_never_acts_before_the_holder_stopped(backend, successor_ahead):
+    stopped, taken = await _handover(backend, successor_ahead)
+    assert stopped == TTL - TTL / 3  # the holder stops a margin before its TTL, by its own clock
+    assert taken >= stopped, f"the successor took the lease {stopped - taken} s before the holder stopped acting"
+    # ... and takes it as soon as its own clock says the TTL has run out: no longer than that.
+    assert taken == pytest.approx(max(TTL - successor_ahead, 0), abs=STEP)
+
+
+async def test_a_skew_past_the_margin_overlaps_and_a_wider_margin_setting_covers_it(backend):
+    ahead = TTL / 3 + 5  # the successor's clock 20 s ahead: more than the default 15 s margin
+    stopped, taken = await _handover(backend, ahead)
+    assert taken < stopped  # both would act for those seconds: the margin is what keeps them apart
+    stopped, taken = await _handover(backend, ahead, key=seat_key("bob"), safety_margin=TTL / 3 + 6)
+    assert taken >= stopped

@@ -38,15 +38,18 @@ org:
 
 
 def node_config(home: Path, node_id: str, port: int, *, stream: str | None = None, coordination: str | None = None,
-                ttl: int | None = None, sweep: float = 0.5, poll: float = 0.5, admin: str = "serve") -> str:
-    """A Tier A file; `coordination` and `ttl` left None leave the block out (the defaults);
-    `admin` is api.auth.admin."""
+                ttl: int | None = None, sweep: float | None = None, poll: float | None = None,
+                admin: str = "serve") -> str:
+    """A Tier A file. What is left None is left out, so the node runs the product's default: the
+    lease TTL (45 s), the placement sweep and pause poll (5 s) and the revision poll (5 s). A test
+    that shortens one says why beside the call. `admin` is api.auth.admin."""
     stream = stream or f'{{type: embedded, store_dir: "{home / "stream"}"}}'
     fields = [f"type: {coordination}"] if coordination else []
     fields += [f"lease_ttl_seconds: {ttl}"] if ttl else []
     coordination_block = f"coordination: {{{', '.join(fields)}}}\n" if fields else ""
+    node = [f"id: {node_id}"] + ([f"sweep_seconds: {sweep}"] if sweep else []) + ([f"revision_poll_seconds: {poll}"] if poll else [])
     return f"""
-node: {{id: {node_id}, sweep_seconds: {sweep}, revision_poll_seconds: {poll}}}
+node: {{{', '.join(node)}}}
 stream: {stream}
 store: {{path: "{home / 'company.db'}"}}
 {coordination_block}secrets: {{active_key_id: k1, keys: [{{id: k1, material: "{KEY}"}}]}}

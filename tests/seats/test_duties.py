@@ -39,7 +39,8 @@ async def _mailboxes(queue) -> set[str]:
 async def test_a_seat_absent_for_the_horizon_loses_its_mailboxes_and_their_mail(backend):
     clock = Clock()
     node = await _node(backend, clock)
-    duty = MaintenanceDuty(node, sweep_seconds=1, retire_after_seconds=DAY, clock=clock)
+    duty = MaintenanceDuty(node, clock=clock)  # the product's timings: a sweep a minute, retired a day after
+    assert (duty.sweep_seconds, duty.retire_after) == (60, DAY)
     assert await duty.hold_duty()
     assert await duty.sweep_once() == []
     await node.queue.publish(topics.agent_inbox("bob"), mail("never read", handle="bob"))

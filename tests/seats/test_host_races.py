@@ -1,0 +1,106 @@
+"""A delivery that races a pause (seed 000, "Busy agents queue; held agents wait on the broker": a
+held seat receives nothing, and its mail waits with its order intact; seats/host.py: "a delivery
+that reaches a held seat anyway (it raced the hold) takes the hold again and is deferred,
+keeping its place at the head").
+
+Each race is built in order, not in time: the pause lands while the delivery is already in
+hand -- drained beside a conversation whose turn is running (the queue hands the rest of the
+drain back between partitions), or inside the host's handler, past its first look at the
+holds and waiting for the node's concurrency slot (the host defers it there) -- and only then
+is the delivery let go on. Both queue backends.
+"""
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from seats.holds import HOLD_PAUSED
+from seats.pauses import pause_seat, resume_seat
+from tests.queue.waiting import eventually, throughout
+from tests.seats.hosting import backend, mail, make_rig  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+class WatchedGate(asyncio.Semaphore):
+    """The node's concurrency gate, saying how many deliveries wait at it for a slot."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.waiting = 0
+
+    async def acquire(self) -> bool:
+        self.waiting += 1
+        try:
+            return await super().acquire()
+        finally:
+            self.waiting -= 1
+
+
+async def _pause(rig, handle: str = "alice") -> None:
+    await pause_seat(rig.runtime.pauses, rig.runtime.publish, rig.node.company, handle,
+                     reason="looking into it", stop_running=False, paused_by="admin")
+    await eventually(lambda: rig.host(handle).pause is not None, message=f"{handle}'s host to learn of the pause")
+
+
+async def _resume(rig, handle: str = "alice") -> None:
+    await resume_seat(rig.runtime.pauses, rig.runtime.publish, rig.node.company, handle, resumed_by="admin")
+
+
+async def test_a_conversation_drained_before_the_pause_landed_is_deferred_and_runs_first_after_the_resume(backend):
+    rig = await make_rig(backend)
+    try:
+        gate = rig.turns.hold()
+        # One drain holds both conversations: the seat is hosted only once both wait.
+        await rig.publish(mail("first", key="slack:C1:1", at=0), mail("second", key="slack:C2:1", at=1))
+        await rig.runtime.on_seat_acquired("alice", None)
+        await eventually(lambda: rig.turns.running == 1, message="the first conversation's turn")
+        assert rig.turns.turns_of() == [["first"]]
+        # The second conversation is drained and waits behind the running turn; the pause lands now.
+        await _pause(rig)
+        gate.set()
+        await eventually(lambda: rig.turns.outcomes == ["completed"], message="the running turn to finish")
+        await eventually(lambda: HOLD_PAUSED in rig.host().holds, message="the paused hold")
+        await throughout(lambda: len(rig.turns.requests) == 1, window=0.5,
+                         message="a turn ran on a paused seat for mail drained before the pause")
+        assert await rig.pending() == 1  # deferred, not lost
+        await rig.publish(mail("third", key="slack:C3:1", at=2))  # newer mail, while paused
+        await _resume(rig)
+        await eventually(lambda: len(rig.turns.outcomes) == 3, message="the held mail to run after the resume")
+        # The deferred conversation kept its place: it runs before mail that came after it.
+        assert rig.turns.turns_of() == [["first"], ["second"], ["third"]]
+        second = rig.turns.requests[1].trigger
+        assert second.get("body") == "second"
+        await eventually(lambda: _count(rig.pending(), 0), message="every message acked")
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def test_a_delivery_waiting_for_a_slot_when_the_pause_lands_runs_no_turn(backend):
+    rig = await make_rig(backend, max_concurrent=1)
+    watched = rig.runtime.gate = WatchedGate(1)
+    try:
+        gate = rig.turns.hold()
+        await rig.runtime.on_seat_acquired("bob", None)
+        await rig.runtime.on_seat_acquired("alice", None)
+        await rig.publish(mail("bob's", handle="bob"), handle="bob")
+        await eventually(lambda: rig.turns.running == 1, message="bob's turn to take the only slot")
+        await rig.publish(mail("alice's"))
+        # alice's delivery has passed the host's first look at its holds and waits for the slot ...
+        await eventually(lambda: watched.waiting == 1, message="alice's delivery to wait for the slot")
+        await _pause(rig)  # ... when the pause lands
+        gate.set()
+        await eventually(lambda: rig.turns.outcomes == ["completed"], message="bob's turn to finish")
+        await eventually(lambda: HOLD_PAUSED in rig.host().holds, message="alice's paused hold")
+        await throughout(lambda: rig.turns.turns_of("alice") == [], window=0.5, message="a turn ran on a paused seat")
+        assert await rig.pending() == 1
+        await _resume(rig)
+        await eventually(lambda: rig.turns.turns_of("alice") == [["alice's"]], message="alice's mail after the resume")
+        await eventually(lambda: _count(rig.pending(), 0), message="alice's mail acked")
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def _count(awaitable, n: int) -> bool:
+    return await awaitable == n
