@@ -148,6 +148,17 @@ class Provisioner:
                 if info is None:
                     raise
         current = info.get("config", {})
+        have = int(current.get("num_replicas") or 1)
+        if have < wanted["num_replicas"]:
+            # Seed 002, "Raising it on a fleet that already ran needs the existing objects
+            # resized": a shared stream's configuration has one writer, never the node that
+            # booted last, and an acknowledged publish would prove fewer copies than promised.
+            raise QueueError(
+                f"jetstream: stream {spec.name} keeps {have} {'replica' if have == 1 else 'replicas'}, below the "
+                f"{wanted['num_replicas']} stream.replicas asks: an acknowledged publish would be proving fewer copies "
+                f"than the config promises. A booting node never rewrites what the fleet shares: resize it deliberately "
+                f"(nats stream update {spec.name} --replicas={wanted['num_replicas']}, and each KV_crewlet_* bucket the "
+                f"same way), or set stream.replicas back to {have}")
         if current.get("retention") != wanted["retention"]:
             log.warning("jetstream_stream_retention_differs", extra={
                 **fields, "retention": current.get("retention"), "wanted": wanted["retention"]})
