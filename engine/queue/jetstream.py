@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -69,6 +70,17 @@ class Layout:
     clustered: bool = False
 
 
+def _refusal(exc: Exception) -> bool:
+    """A server that answered and refused: a certificate it would not take, credentials it
+    does not admit (never a server that is merely not there yet)."""
+    if isinstance(exc, (nats.errors.AuthorizationError, nats.errors.SecureConnRequiredError,
+                        nats.errors.SecureConnWantedError)):
+        return True
+    if isinstance(exc, ssl.SSLError):
+        return not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+    return "authorization violation" in str(exc).lower()
+
+
 class JetStreamQueue:
     """The EventQueue contract over one NATS connection. Build it with `connect`."""
 
@@ -96,6 +108,7 @@ class JetStreamQueue:
         self._publishable: set[str] = set()
         self._connected = False
         self._closing = False
+        self._refused: asyncio.Future | None = None
 
     # -- connecting -----------------------------------------------------------------------
     @classmethod
@@ -109,7 +122,7 @@ class JetStreamQueue:
         options = dial.options(error_cb=queue._on_error, disconnected_cb=queue._on_disconnected,
                                reconnected_cb=queue._on_reconnected, closed_cb=queue._on_closed)
         try:
-            await queue.nc.connect(**options)
+            await queue._dial(options)
         except Exception as exc:
             raise ConnectError(f"jetstream: could not connect to {dial.server}: "
                                f"{dial.scrub(str(exc) or type(exc).__name__)}") from None
@@ -124,6 +137,24 @@ class JetStreamQueue:
         log.debug("jetstream_connected", extra={"server": dial.server, "node": node_id})
         return queue
 
+    async def _dial(self, options: dict[str, Any]) -> None:
+        """Open the connection. The client redials a server that is not there for ever, but a
+        server that answers and refuses this node -- its certificate, its credentials -- is an
+        answer: the boot fails on it, naming it (seed 002, "A connection the client gives up
+        on is a node restart"), rather than waiting on a refusal that will not change."""
+        self._refused = asyncio.get_running_loop().create_future()
+        dialing = asyncio.ensure_future(self.nc.connect(**options))
+        await asyncio.wait({dialing, self._refused}, return_when=asyncio.FIRST_COMPLETED)
+        if dialing.done():
+            dialing.result()
+            return
+        dialing.cancel()
+        with contextlib.suppress(BaseException):
+            await dialing
+        with contextlib.suppress(Exception):
+            await self.nc.close()
+        raise self._refused.result()
+
     async def _provision_streams(self) -> None:
         """Refuse a server that holds this connection under 8 MiB, then create the engine's streams."""
         if self.nc.max_payload < MAX_PAYLOAD_BYTES:
@@ -135,6 +166,9 @@ class JetStreamQueue:
     # The client's callbacks. Until the queue is handed out (`_connected`), a disconnect or a
     # close is the dial's own failure, which `connect` reports.
     async def _on_error(self, exc: Exception) -> None:
+        if not self._connected and _refusal(exc) and self._refused is not None and not self._refused.done():
+            self._refused.set_result(ConnectError(f"jetstream: {self.server} refused this node: "
+                                                  f"{self.dial.scrub(str(exc) or type(exc).__name__)}"))
         log.warning("jetstream_connection_error", extra={"server": self.server, "error": self.dial.scrub(str(exc) or type(exc).__name__)})
 
     async def _on_disconnected(self) -> None:
