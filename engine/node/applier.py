@@ -29,7 +29,13 @@ from events.types.lifecycle import ConfigRevisionActivated, ConfigRevisionApplie
 
 log = logging.getLogger("engine.node")
 
-MAILBOX_CREATES_IN_FLIGHT = 8  # overlapping creates hides round trips; the broker's fsync bounds the rest
+# A broker makes one stream's consumers one at a time, under that stream's lock, and with
+# `sync: always` each create fsyncs three new files (its config, checksum and state): measured
+# on a solo member, 300 creates on one stream took 2.99 s one by one, 2.71 s two at a time and
+# 3.18 s sixteen at a time, while sixteen spread over two streams took 1.23 s. So two in flight
+# per stream (the next request's round trip overlaps the broker's work on this one), and the
+# streams side by side.
+MAILBOX_CREATES_PER_STREAM = 2
 
 Record = Callable[[EventData], Awaitable[Event | None]]
 Follow = Callable[[Company], Awaitable[None]]
@@ -147,7 +153,7 @@ class RevisionApplier:
 
         The broker is asked once which mailboxes it already holds, so a restart or an apply
         creates only what is missing; the creates overlap a few at a time (each is a round
-        trip and, with `sync: always`, an fsync on the broker)."""
+        trip and, with `sync: always`, fsyncs on the broker: see MAILBOX_CREATES_PER_STREAM)."""
         began = time.monotonic()
         seats = company.agent_seats()
         wanted = []
@@ -161,10 +167,11 @@ class RevisionApplier:
         except Exception as exc:  # listing is an optimisation; creating is idempotent anyway
             log.warning("mailbox_listing_failed", extra={"error": str(exc)})
         missing = [pair for pair in wanted if pair not in existing]
-        gate = asyncio.Semaphore(MAILBOX_CREATES_IN_FLIGHT)
+        lanes: dict[str, asyncio.Semaphore] = {}
 
         async def ensure(pair: tuple[str, str]) -> None:
-            async with gate:
+            lane = lanes.setdefault(topics.stream_for(pair[0]).name, asyncio.Semaphore(MAILBOX_CREATES_PER_STREAM))
+            async with lane:
                 await self.queue.ensure_subscription(*pair)
 
         await asyncio.gather(*(ensure(pair) for pair in missing))
