@@ -68,6 +68,7 @@ class Layout:
     event_retention_hours: float = topics.EVENT_RETENTION_HOURS_DEFAULT
     replicas: int = 1
     clustered: bool = False
+    namespace: topics.Namespace = topics.ROOT_NAMESPACE  # a prefix only for a conformance run on a shared broker
 
 
 def _refusal(exc: Exception) -> bool:
@@ -95,6 +96,7 @@ class JetStreamQueue:
         self.tuning = tuning
         self.event_retention_hours = layout.event_retention_hours
         self.replicas = layout.replicas
+        self.ns = layout.namespace
         self.server = dial.server
         self.provisioner = Provisioner(self.nc, clustered=layout.clustered)
         self._on_closed_for_good = on_closed_for_good
@@ -160,6 +162,7 @@ class JetStreamQueue:
         if self.nc.max_payload < MAX_PAYLOAD_BYTES:
             raise ConnectError(max_payload_refusal(self.server, self.nc.max_payload))
         for spec in topics.engine_streams(self.event_retention_hours):
+            spec = self.ns.spec(spec)
             await self.provisioner.ensure_stream(spec, self.replicas)
             self._streams_ready.add(spec.name)
 
@@ -218,6 +221,7 @@ class JetStreamQueue:
                 spec = topics.stream_for_pattern(topic, self.event_retention_hours)
             else:
                 spec = topics.stream_for(topic, self.event_retention_hours)
+            spec = self.ns.spec(spec)  # as laid out on the broker
             if len(self._specs) < 100_000:  # a topic's stream never changes; bounded all the same
                 self._specs[topic] = spec
         return spec
@@ -244,7 +248,7 @@ class JetStreamQueue:
         await self._stream_of(topic)
         headers = {"Nats-Msg-Id": dedupe_id} if dedupe_id else None
         try:
-            ack = await self.js.publish(topic, stamped.to_json(), timeout=self.publish_timeout_seconds, headers=headers)
+            ack = await self.js.publish(self.ns.subject(topic), stamped.to_json(), timeout=self.publish_timeout_seconds, headers=headers)
         except nats.js.errors.APIError as exc:
             raise QueueError(f"jetstream: publish to {topic}: {exc.description}", code=exc.err_code) from None
         except nats.errors.MaxPayloadError:
@@ -277,6 +281,7 @@ class JetStreamQueue:
         stream = await self._stream_of(topic)
         config = mailbox_config(topic, group, ack_wait_seconds=self.tuning.ack_wait_seconds,
                                 max_deliveries=self.tuning.max_deliveries)
+        config["filter_subject"] = self.ns.subject(topic)  # the metadata keeps the caller's own pair
         await self.provisioner.ensure_consumer(stream, config)
 
     async def list_subscriptions(self, pattern: str) -> list[tuple[str, str]]:
@@ -285,7 +290,7 @@ class JetStreamQueue:
         own name; another is logged as `jetstream_subscription_unnamed` and left out."""
         topics.validate_pattern(pattern)
         found: set[tuple[str, str]] = set()
-        for stream in await self.provisioner.stream_names("CREWLET_"):
+        for stream in await self.provisioner.stream_names(self.ns.stream("CREWLET_")):
             for info in await self.provisioner.consumers(stream):
                 config = info.get("config") or {}
                 name = config.get("durable_name")

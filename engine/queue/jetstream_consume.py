@@ -282,11 +282,12 @@ class Attachment:
         try:
             event = Event.from_json(msg.data)
         except EventDecodeError as exc:
-            log.error("delivery_undecodable", extra={"topic": msg.subject, "group": self.group, "error": str(exc)})
+            log.error("delivery_undecodable", extra={"topic": self.queue.ns.logical(msg.subject), "group": self.group,
+                                                     "error": str(exc)})
             await self.dead_letter(msg, deliveries, "undecodable")
             return None
         left = max(self.queue.tuning.max_deliveries - deliveries, 0)
-        return Delivery(event=event, topic=msg.subject, deliveries=deliveries, deliveries_left=left)
+        return Delivery(event=event, topic=self.queue.ns.logical(msg.subject), deliveries=deliveries, deliveries_left=left)
 
     async def settle(self, msgs: list[Msg], outcome: Outcome) -> None:
         if outcome is Outcome.ACK:
@@ -322,13 +323,13 @@ class Attachment:
         letter's own redelivery is only terminated: dead-lettering it again would start a loop."""
         self._held.pop(id(msg), None)
         fields = {"topic": self.topic, "group": self.group, "deliveries": deliveries, "reason": reason}
-        if topics.namespace_of(msg.subject) == topics.DLQ_ROOT:
+        if topics.namespace_of(self.queue.ns.logical(msg.subject)) == topics.DLQ_ROOT:
             log.error("dead_letter_terminated", extra={**fields, "subject": msg.subject})
             await msg.term()
             return
         subject = topics.dlq_subject(self.topic, self.group)
         try:
-            await self.queue.js.publish(subject, msg.data, timeout=self.queue.publish_timeout_seconds, headers={
+            await self.queue.js.publish(self.queue.ns.subject(subject), msg.data, timeout=self.queue.publish_timeout_seconds, headers={
                 "Crewlet-Topic": self.topic, "Crewlet-Group": self.group,
                 "Crewlet-Deliveries": str(deliveries), "Crewlet-Reason": reason})
         except Exception:
