@@ -193,7 +193,7 @@ class SeatHost:
         turn_id = str(uuid.uuid4())
         trigger, constituents = await self._trigger(fresh, batch.key, turn_id, company)
         request = TurnRequest(seat=seat, company=company, trigger=trigger, constituents=constituents,
-                              turn_id=turn_id, stop_requested=self._stop_requested)
+                              turn_id=turn_id, stop_requested=self._stop_requested, fenced=self._fenced)
         waited = time.perf_counter()
         async with self.gate:  # waiting here keeps the delivery: nothing is handed back
             started = time.perf_counter()
@@ -279,6 +279,10 @@ class SeatHost:
                           "trigger_id": str(request.trigger.id),
                           "trigger_ids": [str(e.id) for e in request.constituents],
                           "duration_ms": getattr(result, "duration_ms", 0)}
+        if outcome == "fenced":  # worked nowhere on the record: back at once, for the seat's holder
+            log.warning("seat_turn_fenced", extra={"seat": self.handle, "turn_id": request.turn_id,
+                                                   "epoch": self.lease.epoch if self.lease else None})
+            return Outcome.DEFER
         if outcome in ("completed", "stopped"):
             self.provider_down = False
             await self._record_worked(request)
@@ -321,6 +325,10 @@ class SeatHost:
             **self._seat_fields(), turn_id=request.turn_id, conversation_key=_identity(request.trigger),
             guard="turn_error", detail=detail), request.trigger))
         return Outcome.NAK
+
+    def _fenced(self) -> bool:
+        """This node may no longer act on the seat: its lease is not exclusive any more."""
+        return self.lease is not None and not self.lease.is_exclusive(self.clock())
 
     def _stop_requested(self) -> dict | None:
         """Who stopped the running turn (a pause with stop_running), or None to carry on."""

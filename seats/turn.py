@@ -47,7 +47,7 @@ MAX_TOKENS = 1024  # per round: a reply longer than this continues in the next r
 MAX_ROUNDS = 4     # continuation rounds a phase may take before its reply stands as it is
 CONTINUE = "Continue exactly where your reply stopped."
 FAILED_OUTCOMES = frozenset({"budget_exhausted", "llm_unavailable", "failed"})
-OUTCOMES = ("completed", "stopped", "budget_exhausted", "llm_unavailable", "failed")
+OUTCOMES = ("completed", "stopped", "budget_exhausted", "llm_unavailable", "failed", "fenced")
 
 
 @dataclass
@@ -62,6 +62,12 @@ class TurnRequest:
     constituents: list[Event]
     turn_id: str
     stop_requested: Callable[[], Any] = lambda: False
+    # True once this node may no longer act on the seat (its lease is not exclusive any more:
+    # a peer may hold it). Checked at the top of every round and once more before the turn's
+    # record is published (seed 002, "What a fleet gets right": "the turn loop re-checks the
+    # seat fence at the top of every round"): a fenced turn publishes no outcome and settles
+    # nothing, so the seat's new holder works the mail once.
+    fenced: Callable[[], bool] = lambda: False
 
 
 @dataclass
@@ -202,6 +208,10 @@ class _Turn:
         system, user = system_text(req.company, req.seat), user_text(req.trigger)
         phase_started = self.engine.clock()
         phase = await self._rounds([{"role": "system", "content": system}, {"role": "user", "content": user}])
+        if phase.outcome == "fenced" or req.fenced():
+            return TurnResult(outcome="fenced", turn_id=req.turn_id, rounds=len(phase.rounds), tokens_in=phase.tokens_in,
+                              tokens_out=phase.tokens_out, duration_ms=self._ms_since(started), response="",
+                              error="this node lost the seat's lease during the turn", error_kind="fenced")
         response = "".join(phase.texts)
         failed = phase.outcome in FAILED_OUTCOMES
         await self.emit(AgentPhaseCompleted(
@@ -230,6 +240,9 @@ class _Turn:
                                           http_client_factory=engine.http_client_factory),
                               emit=self.emit, phase=PHASE, iteration=1)
         for number in range(1, engine.max_rounds + 1):
+            if req.fenced():
+                phase.end("fenced", "this node lost the seat's lease", "fenced")
+                return phase
             stop = req.stop_requested()
             if stop:
                 await self.emit(AgentTurnStopped(**_stop_fields(stop)))

@@ -297,6 +297,12 @@ class NatsKVCoord:
                 if loop.time() + self.create_retry_seconds >= deadline:
                     raise Unavailable(f"{bucket}: the broker did not answer its create within "
                                       f"{self.create_budget_seconds:g}s") from None
+            except CoordError as exc:
+                # Placement is retried for as long as the cluster answers "no suitable peers",
+                # inside the create's budget (seed 002): a member still joining will join.
+                if "no suitable peers" not in str(exc).lower() or loop.time() + self.create_retry_seconds >= deadline:
+                    raise
+                log.warning("coord_kv_bucket_placement_waiting", extra={"bucket": bucket, "detail": str(exc)})
             await asyncio.sleep(self.create_retry_seconds)
 
     async def create(self, bucket: str, key: str, value: bytes, ttl: float | None = None) -> int:

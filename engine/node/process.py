@@ -39,7 +39,7 @@ from django.conf import settings
 from dashboard.projection import LiveProjection
 from engine.config import Company, NodeConfig
 from engine.config.keyring import Keyring
-from engine.coord.contract import CoordStore
+from engine.coord.contract import CoordStore, Unavailable
 from engine.coord.dedupe import Dedupe
 from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import Lease, LeaseManager, presence_key
@@ -414,6 +414,8 @@ class Node:
             try:
                 await self.placement.sweep_once()
                 self.state.seats = tuple(sorted(self.placement.held))
+            except Unavailable as exc:  # the store did not answer: the next sweep asks again
+                log.warning("seat_sweep_unanswered", extra={"error": str(exc)})
             except Exception:
                 log.exception("seat_sweep_failed")
             with contextlib.suppress(asyncio.TimeoutError):

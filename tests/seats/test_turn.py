@@ -245,3 +245,32 @@ async def test_an_exception_in_the_turns_own_code_propagates():
         await TurnEngine(node_id="node-a", publish=published).run(
             request_for(company, slack_message(), stop_requested=broken))
     assert published.types == ["agent_turn_started"]
+
+
+async def test_a_node_that_lost_the_seat_mid_turn_stops_before_its_next_round_and_records_no_outcome():
+    # a reply cut at max_tokens earns a continuation round; the lease is lost during the first
+    company = company_of([{"name": "demo", "kind": "scripted", "reply": "word " * 40}])
+    asked = []
+
+    def fenced() -> bool:
+        asked.append(True)
+        return len(asked) > 1
+
+    published = Published()
+    result = await TurnEngine(node_id="node-a", publish=published, max_tokens=10).run(
+        request_for(company, slack_message(), fenced=fenced))
+    assert published.types == ["agent_turn_started"]  # no phase, no completion: the seat's holder works it
+    assert (result.outcome, result.rounds) == ("fenced", 1)
+
+
+async def test_a_lease_lost_while_the_last_round_ran_publishes_no_outcome():
+    company, published = company_of([SCRIPTED]), Published()
+    asked = []
+
+    def fenced() -> bool:  # exclusive at the round's top, gone by the time it answered
+        asked.append(True)
+        return len(asked) > 1
+
+    result = await TurnEngine(node_id="node-a", publish=published).run(request_for(company, slack_message(), fenced=fenced))
+    assert published.types == ["agent_turn_started"]
+    assert result.outcome == "fenced"
