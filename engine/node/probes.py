@@ -37,6 +37,7 @@ class NodeState:
     started_at: float = field(default_factory=time.time)
     configured: bool = False          # an active company revision has been applied
     broker_link: str = "down"         # "up" | "down" | "reconnecting"
+    coord_link: str = "up"            # the coordination store's connection (engine.node.links)
     presence_held: bool = False
     seats: tuple[str, ...] = ()
     revision: int | None = None
@@ -72,6 +73,8 @@ class NodeState:
             return "unconfigured"
         if self.broker_link != "up":
             return "broker_link_down"
+        if self.coord_link != "up":
+            return "coordination_link_down"
         if not self.presence_held:
             return "presence_lease_not_held"
         return None

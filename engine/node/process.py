@@ -45,6 +45,7 @@ from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import Lease, LeaseManager, presence_key
 from engine.node.applier import RevisionApplier
 from engine.node.bringup import BringUp
+from engine.node.links import LinkWatch
 from engine.node.errors import EXIT_FATAL, EXIT_OK, BootError
 from engine.node.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
 from engine.node.services import Services, build_services
@@ -396,6 +397,7 @@ class Node:
 
     def _start_loops(self) -> None:
         self.keeper.start()
+        self._tasks.append(asyncio.create_task(LinkWatch(self.state, self.queue, self.coord).run(self._stopping), name="link-watch"))
         self._tasks.append(asyncio.create_task(self.revisions.keep_up(self._stopping, self.timings.revision_poll_seconds),
                                                name="revision-poll"))
         if "seats" in self.roles:
