@@ -257,8 +257,10 @@ class JetStreamQueue:
         except (TimeoutError, nats.errors.TimeoutError):
             raise QueueError(f"jetstream: publish to {topic} was not acknowledged within "
                              f"{self.publish_timeout_seconds:g}s") from None
-        except nats.errors.NoRespondersError:
-            self._streams_ready.discard(self._spec(topic).name)  # deleted under us: provision again next time
+        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
+            # No stream took it: deleted under us (provision again next time), or a replicated
+            # stream between leaders. Nothing was accepted; the caller may try again.
+            self._streams_ready.discard(self._spec(topic).name)
             raise QueueError(f"jetstream: publish to {topic}: no stream answered") from None
         if ack.duplicate:
             log.info("publish_duplicate", extra={"topic": topic, "dedupe_id": dedupe_id})

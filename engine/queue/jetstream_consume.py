@@ -38,6 +38,7 @@ from engine.queue.contract import (
     Handler,
     OptionsSource,
     Outcome,
+    QueueError,
     partition,
     read_options,
 )
@@ -241,7 +242,12 @@ class Attachment:
         elif status == "503":
             # No responder for the pull: the consumer (or its stream) is gone, or a cluster
             # is electing its leader. Ask which before trying again.
-            info = await self.queue.provisioner.consumer_info(self.stream, self.consumer)
+            try:
+                info = await self.queue.provisioner.consumer_info(self.stream, self.consumer)
+            except QueueError as exc:  # "JetStream system temporarily unavailable", silence: ask again later
+                log.info("jetstream_pull_unavailable", extra={"topic": self.topic, "group": self.group, "error": str(exc)})
+                await asyncio.sleep(CONSUMER_GONE_RECHECK_SECONDS)
+                return
             if info is None:
                 log.info("jetstream_subscription_deleted", extra={"topic": self.topic, "group": self.group})
                 self.queue.forget(self)
