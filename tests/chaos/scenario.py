@@ -25,9 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
+import nats.errors
+import nats.js.errors
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 
-from tests.fleet.fleet import EmbeddedFleet, Fleet
+from tests.fleet.fleet import ExternalFleet, Fleet
 from tests.node.harness import ADMIN, NodeProcess
 
 COMPLETED, STARTED = "agent_turn_completed", "agent_turn_started"
@@ -154,6 +156,15 @@ class Ledger:
         return sum(1 for c in self.completed.get(trigger, ()) if c["outcome"] == "completed")
 
 
+def member_dial(node: NodeProcess) -> tuple[str, str]:
+    """The client URL and token of a node's own embedded member. A test reads its own temporary
+    files: the member's ports file and the per-boot token its config holds (never printed)."""
+    store = node.home / "stream"
+    ports = sorted(store.glob("nats-server_*.ports"), key=lambda p: p.stat().st_mtime)
+    token = re.search(r'token: "([^"]+)"', (store / "nats-server.conf").read_text()).group(1)
+    return json.loads(Path(ports[-1]).read_text())["nats"][0], token
+
+
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
@@ -164,19 +175,12 @@ class StreamReader:
         self.fleet = fleet
 
     def _dial(self) -> tuple[str, str | None]:
-        if isinstance(self.fleet, EmbeddedFleet):
-            # A test reads its own temporary files: the member's client URL (its ports file) and
-            # the per-boot token its config holds, never printed.
-            for node in self.fleet.nodes:
-                store = node.home / "stream"
-                if node.proc is None or node.proc.poll() is not None:
-                    continue
-                ports = sorted(store.glob("nats-server_*.ports"), key=lambda p: p.stat().st_mtime)
-                conf = (store / "nats-server.conf").read_text()
-                token = re.search(r'token: "([^"]+)"', conf).group(1)
-                return json.loads(Path(ports[-1]).read_text())["nats"][0], token
-            raise AssertionError("no member of the fleet is running to read the stream from")
-        return self.fleet.cluster.url, None
+        if isinstance(self.fleet, ExternalFleet):
+            return self.fleet.cluster.url, None
+        for node in self.fleet.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                return member_dial(node)
+        raise AssertionError("no member of the fleet is running to read the stream from")
 
     def read(self) -> Ledger:
         return asyncio.run(self._read())
@@ -190,11 +194,18 @@ class StreamReader:
             sub = await js.pull_subscribe("crewlet.events.>", durable=None, stream="CREWLET_EVENTS",
                                           config=ConsumerConfig(deliver_policy=DeliverPolicy.ALL, ack_policy=AckPolicy.NONE,
                                                                 mem_storage=True, num_replicas=1, inactive_threshold=30))
+            unavailable = 0
             while True:
                 try:
                     msgs = await sub.fetch(500, timeout=2)
                 except nats.errors.TimeoutError:
                     break
+                except (nats.js.errors.ServiceUnavailableError, nats.errors.NoRespondersError):
+                    # a replicated stream's new consumer not yet placed where the pull landed
+                    unavailable += 1
+                    assert unavailable < 50, "the event stream did not serve a read for 10 s"
+                    await asyncio.sleep(0.2)
+                    continue
                 for msg in msgs:
                     self._take(ledger, json.loads(msg.data))
                 if msgs and msgs[-1].metadata.num_pending == 0:
