@@ -19,7 +19,10 @@ from seats.errors import SeatRefused
 
 log = logging.getLogger("api")
 
-api = NinjaAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api")
+from crewlet_site.browser import docs_page  # noqa: E402
+
+api = NinjaAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api",
+               docs=docs_page())
 
 
 def _field(loc) -> str:
@@ -30,6 +33,8 @@ def _field(loc) -> str:
 @api.exception_handler(ValidationError)
 def _validation(request: HttpRequest, exc: ValidationError):
     problems = [f"{_field(e.get('loc', ()))}: {e.get('msg', 'invalid')}" for e in exc.errors]
+    log.info("api_request_refused", extra={"path": request.path, "status": 422, "fields": ",".join(
+        _field(e.get("loc", ())) for e in exc.errors)})
     return api.create_response(request, {"detail": "; ".join(problems) or "invalid request"}, status=422)
 
 
@@ -44,6 +49,8 @@ def _unauthenticated(request: HttpRequest, exc: AuthenticationError):
 
 @api.exception_handler(HttpError)
 def _http_error(request: HttpRequest, exc: HttpError):
+    if exc.status_code in (400, 413, 422):  # bad input: one line naming the route, never a traceback
+        log.info("api_request_refused", extra={"path": request.path, "status": exc.status_code})
     return api.create_response(request, {"detail": str(exc)}, status=exc.status_code)
 
 

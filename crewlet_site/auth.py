@@ -17,11 +17,12 @@ from django.http import HttpRequest
 from ninja.errors import HttpError
 from ninja.security import HttpBearer
 
+from engine.config import tokens
 from engine.config.node import Token
-from engine.config.tokens import GRANTS, grants_of, match_token
 
 log = logging.getLogger("api.auth")
 
+GRANTS = tokens.GRANTS
 READS = frozenset({"GET", "HEAD", "OPTIONS"})
 
 
@@ -29,6 +30,11 @@ def configured_tokens() -> list[Token]:
     """The node's API tokens, or none when the config did not load."""
     config = settings.NODE.config
     return list(config.api.auth.tokens) if config is not None else []
+
+
+def match_token(presented: str) -> Token | None:
+    """The configured token equal to `presented` (engine.config.tokens, the check every door uses)."""
+    return tokens.match_token(configured_tokens(), presented)
 
 
 class TokenAuth(HttpBearer):
@@ -47,18 +53,15 @@ class TokenAuth(HttpBearer):
     def __call__(self, request: HttpRequest) -> str | None:
         # Parsed here rather than by HttpBearer, which logs a malformed header (and the
         # token inside it) when DEBUG is on.
-        scheme, _, token = (request.headers.get(self.header) or "").partition(" ")
-        if scheme.lower() != self.openapi_scheme or not token.strip():
-            return None
-        return self.authenticate(request, token.strip())
+        token = tokens.bearer(request.headers.get(self.header))
+        return None if token is None else self.authenticate(request, token)
 
     def authenticate(self, request: HttpRequest, token: str) -> str | None:
-        entry = match_token(configured_tokens(), token or "")
+        entry = match_token(token or "")
         if entry is None:
             return None  # ninja raises AuthenticationError: 401 naming the Authorization header
         needs = self.needs(request)
-        allowed = {"admin"} if needs == "admin" else {"admin", "read"}
-        if not grants_of(entry) & allowed:
+        if not tokens.admits(entry, needs):
             log.warning("api_token_refused", extra={"token_id": entry.id, "path": request.path, "needs": needs})
             raise HttpError(403, f"{request.path}: the token {entry.id!r} lacks a grant this route needs; it needs the {needs} grant")
         return entry.id

@@ -34,6 +34,8 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "ninja",   # the API docs' Swagger UI from the package's own static files, not a CDN
+    "axes",
     "engine",
     "events",
     "seats",
@@ -50,6 +52,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
+    "axes.middleware.AxesMiddleware",  # last, as django-axes asks
 ]
 
 ROOT_URLCONF = "crewlet_site.urls"
@@ -94,6 +98,28 @@ SESSION_COOKIE_HTTPONLY = True
 SESSION_COOKIE_SAMESITE = "Lax"
 CSRF_COOKIE_SAMESITE = "Lax"
 LOGIN_URL = "/admin/login/"
+LOGIN_REDIRECT_URL = "/dashboard/"  # a sign-in with nowhere to go lands on the dashboard
+
+# -- the browser-facing surface: cookies, HSTS, trusted origins, CSP (README, "Security") --
+from crewlet_site.browser import browser_settings  # noqa: E402
+
+_browser = browser_settings(NODE.config)
+SESSION_COOKIE_SECURE = _browser["SESSION_COOKIE_SECURE"]
+CSRF_COOKIE_SECURE = _browser["CSRF_COOKIE_SECURE"]
+SESSION_COOKIE_NAME = _browser["SESSION_COOKIE_NAME"]
+CSRF_COOKIE_NAME = _browser["CSRF_COOKIE_NAME"]
+SECURE_HSTS_SECONDS = _browser["SECURE_HSTS_SECONDS"]
+CSRF_TRUSTED_ORIGINS = _browser["CSRF_TRUSTED_ORIGINS"]
+CONTENT_SECURITY_POLICY = _browser["CONTENT_SECURITY_POLICY"]
+
+# -- sign-in throttling (django-axes): five wrong passwords lock that login from that client --
+AUTHENTICATION_BACKENDS = ["axes.backends.AxesStandaloneBackend", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = 5
+AXES_COOLOFF_TIME = 0.25  # hours: a locked login and client may try again after 15 minutes
+# Per login and client address together (seed 002: a stranger guessing at somebody's login
+# must not lock that person out from their own address); api.trusted_proxies make the address real.
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -151,6 +151,11 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
         except ValueError:
             await self.send_json({"type": "error", "id": None, "status": 400, "detail": "frame: expected a JSON object"})
             return
+        except RecursionError:  # nested past the JSON reader's bound: answered, the socket kept
+            log.info("stream_frame_refused", extra={"why": "too deep"})
+            await self.send_json({"type": "error", "id": None, "status": 400,
+                                  "detail": "frame: nested too deep; a query is a flat JSON object"})
+            return
         await self.receive_json(content)
 
     async def receive_json(self, content: Any, **kwargs: Any) -> None:
@@ -179,4 +184,5 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
         await self.send(text_data=encode({"type": "answer", "id": ident, "query": name, "result": result}))
 
     async def _error(self, ident: Any, name: str, status: int, detail: str) -> None:
+        log.info("stream_query_refused", extra={"query": name, "status": status})
         await self.send(text_data=encode({"type": "error", "id": ident, "query": name, "status": status, "detail": detail}))

@@ -4,12 +4,13 @@ from __future__ import annotations
 from django.urls import path
 
 from dashboard import views
+from dashboard.signin import off_the_api_thread
 
 app_name = "dashboard"
 
 urlpatterns: list = [
     path("", views.overview, name="overview"),
-    path("login/", views.LoginView.as_view(), name="login"),
+    path("login/", off_the_api_thread(views.LoginView.as_view()), name="login"),
     path("logout/", views.LogoutView.as_view(), name="logout"),
     path("events/", views.event_log, name="events"),
     path("events/<uuid:event_id>/", views.event_detail, name="event"),

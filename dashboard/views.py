@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
+import re
 from typing import Any
 from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
-from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseRedirect
+from django.http import (Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseForbidden,
+                         HttpResponseRedirect)
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
@@ -30,11 +33,14 @@ from dashboard import seatpage
 from dashboard.node import node_in
 from dashboard.reads import run_read
 from engine import revisions
-from engine.config.redaction import redact
+from engine.config.secretfields import redact_document as redact
 from events import categories
 from events.queries import EventQueryError, get_event, trace as trace_events
 
+log = logging.getLogger("dashboard.views")
+
 LOGIN_URL = "/dashboard/login/"
+TRACE_ID = re.compile(r"^[0-9a-fA-F]{32}$")  # W3C trace context: 16 bytes, hexadecimal
 INSPECTABLE = frozenset({"agent_turn_completed", "agent_turn_started", "agent_phase_completed"})
 WINDOWS = (("", "any time"), ("15m", "last 15 minutes"), ("1h", "last hour"), ("24h", "last 24 hours"), ("7d", "last 7 days"))
 
@@ -126,7 +132,11 @@ async def trace_search(request: HttpRequest) -> HttpResponse:
     trace_id = (request.GET.get("trace_id") or "").strip()
     if not trace_id:
         return HttpResponseRedirect(reverse("dashboard:events"))
-    return HttpResponseRedirect(reverse("dashboard:trace", args=[trace_id]))
+    if not TRACE_ID.match(trace_id):
+        log.info("dashboard_bad_input", extra={"param": "trace_id"})
+        return HttpResponseBadRequest(f"trace_id: expected a trace id, 32 hexadecimal digits, got {trace_id[:80]!r}",
+                                      content_type="text/plain; charset=utf-8")
+    return HttpResponseRedirect(reverse("dashboard:trace", args=[trace_id.lower()]))
 
 
 @operator_required

@@ -2,7 +2,7 @@
 imported, activated on the fleet's pointer, and applied by every node without a restart).
 
 Read-only: a revision is a record of what was imported, by whom and when. The document is
-shown with its secret literals redacted (`engine.config.redaction`, as GET /config shows it), and
+shown with its secret literals redacted (`engine.config.secretfields.redact_document`, as GET /config shows it), and
 never in its raw form. "Activate this revision" makes one stored revision the fleet's active
 one through the running node -- the same `Node.activate_document` PUT /config calls -- so
 the pointer, the revision row and `config_revision_activated` follow as they do there.
@@ -16,7 +16,7 @@ from django.contrib import admin, messages
 from django.utils.html import format_html
 
 from engine.config import ConfigError, parse_company
-from engine.config.redaction import redact
+from engine.config.secretfields import redact_document as redact
 from engine.models import CompanyRevision
 from engine.node.surface import node_in
 from events.admin import ReadOnlyAdmin
@@ -44,7 +44,7 @@ class CompanyRevisionAdmin(ReadOnlyAdmin):
 
     @admin.display(description="document (secret literals redacted)")
     def document_redacted(self, obj: CompanyRevision) -> str:
-        return format_html('<pre style="white-space: pre-wrap; max-width: 100%;">{}</pre>', redact(obj.document))
+        return format_html('<pre class="crewlet-document">{}</pre>', redact(obj.document))
 
     @admin.action(description="Activate this revision (on every node)", permissions=("activate",))
     def activate_revision(self, request, queryset) -> None:

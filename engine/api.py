@@ -3,13 +3,17 @@
 node converges with no restart).
 
 PUT validates first (422 naming the field), then activates on the fleet's pointer; the
-revision row and `config_revision_activated` follow, and every node applies it. A document
-literal that is a secret (not a `${VAR}` reference) is never shown back.
+revision row and `config_revision_activated` follow, and every node applies it. The document
+is read off the event loop, within the YAML depth and alias budget, and its `${VAR}`
+references expand only as `secretfields.api_references` allows. A secret field's value is
+never shown back (`secretfields.redact_document`, the one redaction every rendering uses).
 
 crewlet_site mounts the router with the bearer check: reads need the read grant, the write the
 admin grant.
 """
 from __future__ import annotations
+
+import asyncio
 
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest
@@ -17,13 +21,13 @@ from ninja import Router
 from ninja.errors import HttpError
 
 from engine import revisions
-from engine.config import ConfigError, parse_company
-from engine.config.redaction import redact
+from engine.config import Company, ConfigError, parse_company
+from engine.config.secretfields import api_references, node_secrets, redact_document
 from engine.node.surface import node_in
 
 router = Router(tags=["config"])
 
-MAX_DOCUMENT_BYTES = 1024 * 1024
+MAX_DOCUMENT_BYTES = 1024 * 1024  # engine.node.gate refuses a larger PUT /config before it is read
 
 
 def _revision(row) -> dict:
@@ -44,7 +48,7 @@ def get_config(request: HttpRequest):
     row = revisions.latest_activated()
     if row is None:
         raise HttpError(404, "no company revision is active; import one with PUT /config")
-    return {**_revision(row), "document": redact(row.document)}
+    return {**_revision(row), "document": redact_document(row.document)}
 
 
 @router.get("/config/revisions", summary="Every revision this node's store holds, newest first")
@@ -64,8 +68,10 @@ async def put_config(request: HttpRequest):
     except UnicodeDecodeError:
         raise HttpError(422, "body: the company document must be UTF-8 YAML") from None
     node = node_in(request.scope)
+    policy = api_references(Company, node_secrets(node.cfg if node is not None else None))
     try:
-        company = parse_company(text, env=node.env if node is not None else None)
+        company = await asyncio.to_thread(parse_company, text, env=node.env if node is not None else None,
+                                          references=policy)
     except ConfigError as exc:
         raise HttpError(422, "; ".join(p.removeprefix("config: ") for p in exc.problems) or str(exc)) from None
     if node is None or node.stopping:

@@ -75,7 +75,10 @@ def parse_time(value: Any, param: str) -> datetime | None:
         raise EventQueryError(param, f"expected an RFC 3339 time such as 2025-01-31T09:30:00Z, got {value!r}") from None
     if "T" not in text.upper() or parsed.tzinfo is None:
         raise EventQueryError(param, f"expected an RFC 3339 time with a date, a time and an offset, got {value!r}")
-    return parsed.astimezone(timezone.utc)
+    try:
+        return parsed.astimezone(timezone.utc)
+    except OverflowError:  # 9999-12-31T23:59:59-14:00 is in the year 10000 in UTC
+        raise EventQueryError(param, f"{value!r} lies outside the years 1 to 9999 in UTC") from None
 
 
 def parse_event_id(value: Any, param: str = "id") -> uuid.UUID:
@@ -105,7 +108,10 @@ def decode_cursor(cursor: str) -> tuple[datetime, uuid.UUID]:
         raise refused from None
     if event_time.tzinfo is None or len(ident) != 32:
         raise refused
-    return event_time.astimezone(timezone.utc), event_id
+    try:
+        return event_time.astimezone(timezone.utc), event_id
+    except OverflowError:
+        raise refused from None
 
 
 def _check_limit(limit: Any) -> int:

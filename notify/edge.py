@@ -13,6 +13,9 @@ Parsing and routing happen behind the queue, in `notify.service`, so the answer 
   body unreadable           400, and a notification_skipped "its payload cannot be read"
   Slack's url_verification  200 with the challenge
   a vendor's retry          200 "duplicate" (the fleet's dedupe slot, then the broker's window)
+  a replayed body           200 "duplicate" and a notification_skipped "the routing gate refuses
+                            it": the same signed body within the dedupe window under another
+                            delivery id (the slot is keyed on the body's digest)
   otherwise                 202: raw_webhook on crewlet.notifications.inbound (deduplicated on
                             the provider's delivery id), then inbound_delivery on the record
   a draining node           503 + Retry-After (the probe gate answers first; this is the backstop)
@@ -116,6 +119,7 @@ async def _accept(node: NotifyNode, source: Source, headers: Mapping[str, str], 
     try:
         payload = source.decode(headers, body)
     except PayloadError as exc:
+        log.info("webhook_unreadable", extra={"source": name, "why": exc.detail})
         skip = skips.skip_event(skips.PAYLOAD_UNREADABLE, exc.detail, trace, source=name, about=body_digest(body),
                                 event_kind="unknown")
         await _record(node, skip)
@@ -125,12 +129,14 @@ async def _accept(node: NotifyNode, source: Source, headers: Mapping[str, str], 
         return Answer(200, challenge)
     delivery_id = source.delivery_id(headers, payload, body)
     event_kind = source.event_kind(headers, payload)
-    claimed = await _claim(node, f"{name}:{delivery_id}")
+    # One slot per body: a vendor's retry and a replay of a captured body under a new delivery
+    # id both lose it; the id the winner noted tells them apart.
+    slot = f"{name}:{body_digest(body)}"
+    claimed = await _claim(node, slot, delivery_id)
     if not claimed:
-        log.info("webhook_duplicate", extra={"source": name, "delivery_id": delivery_id})
-        return Answer(200, {"status": "duplicate", "delivery_id": delivery_id})
+        return await _duplicate(node, source, slot, delivery_id, event_kind, trace)
     kept = source.headers_kept(headers)
-    text = body.decode("utf-8", errors="replace")
+    text = source.scrubbed(headers, body, payload).decode("utf-8", errors="replace")
     content_type = header(headers, "Content-Type")
     route = ROUTE.format(source=name)
     raw = new(RawWebhook(integration=name, route=route, event_kind=event_kind, delivery_id=delivery_id,
@@ -147,7 +153,7 @@ async def _accept(node: NotifyNode, source: Source, headers: Mapping[str, str], 
         await node.queue.publish(topics.NOTIFICATIONS_INBOUND, raw, dedupe_id=f"{name}:{delivery_id}")
     except Exception as exc:
         log.warning("webhook_publish_failed", extra={"source": name, "delivery_id": delivery_id, "error": str(exc)})
-        await _unclaim(node, f"{name}:{delivery_id}")
+        await _unclaim(node, slot)
         await recorded
         return refuse(503, "the event stream did not take the delivery; retry")
     await recorded
@@ -155,11 +161,30 @@ async def _accept(node: NotifyNode, source: Source, headers: Mapping[str, str], 
                   {"traceparent": trace.traceparent()})
 
 
-async def _claim(node: NotifyNode, key: str) -> bool:
-    """The fleet's first claim of a delivery id wins; a store that does not answer leaves the
+async def _duplicate(node: NotifyNode, source: Source, slot: str, delivery_id: str, event_kind: str, trace: TraceContext) -> Answer:
+    """A body the fleet already took: the vendor's retry (the same delivery id), or a replay of
+    it under another id, recorded as a skip (seed 000: every drop is a notification_skipped)."""
+    name = source.name
+    try:
+        first = (await node.dedupe.holder(DEDUPE_NAMESPACE, slot) or {}).get("delivery_id")
+    except CoordError:
+        first = None
+    if first is None or first == delivery_id:
+        log.info("webhook_duplicate", extra={"source": name, "delivery_id": delivery_id})
+        return Answer(200, {"status": "duplicate", "delivery_id": delivery_id})
+    log.info("webhook_replayed", extra={"source": name, "delivery_id": delivery_id, "first_delivery_id": first})
+    detail = (f"replayed: this body was accepted under delivery id {first} within the last "
+              f"{DEDUPE_TTL_SECONDS // 3600} hours; the copy under {delivery_id} is not taken")
+    await _record(node, skips.skip_event(skips.GATE_REFUSED, detail, trace, source=name, about=f"{slot}:{delivery_id}",
+                                         event_kind=event_kind, delivery_id=delivery_id))
+    return Answer(200, {"status": "duplicate", "delivery_id": delivery_id, "replay_of": first})
+
+
+async def _claim(node: NotifyNode, key: str, delivery_id: str) -> bool:
+    """The fleet's first claim of a body wins; a store that does not answer leaves the
     broker's own window (two minutes) as the only dedupe rather than refusing the delivery."""
     try:
-        return await node.dedupe.claim(DEDUPE_NAMESPACE, key, DEDUPE_TTL_SECONDS)
+        return await node.dedupe.claim(DEDUPE_NAMESPACE, key, DEDUPE_TTL_SECONDS, {"delivery_id": delivery_id})
     except CoordError as exc:
         log.warning("webhook_dedupe_unavailable", extra={"key": key, "error": str(exc)})
         return True

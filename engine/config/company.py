@@ -233,12 +233,17 @@ class Company(Block):
         return hashlib.sha256(self.canonical_json().encode("utf-8")).hexdigest()
 
 
-def parse_company(text: str, env: Mapping[str, str] | None = None, source: str = "company.yaml") -> Company:
-    """Decode and validate a company document; ConfigError listing every refusal."""
-    from engine.config.company_rules import company_refusals
+def parse_company(text: str, env: Mapping[str, str] | None = None, source: str = "company.yaml",
+                  references=None) -> Company:
+    """Decode and validate a company document; ConfigError listing every refusal.
 
-    decoded = decode_document(Company, read_yaml(text, source), os.environ if env is None else env)
-    problems = decoded.kept_problems(company_refusals(decoded.blocks))
+    `references` limits which `${VAR}` may expand where (a document sent over the API:
+    `secretfields.api_references`); None expands any, as the file given at boot does."""
+    from engine.config.company_rules import company_refusals
+    from engine.config.secretfields import secret_alias_refusals
+
+    decoded = decode_document(Company, read_yaml(text, source), os.environ if env is None else env, references)
+    problems = decoded.kept_problems(company_refusals(decoded.blocks) + secret_alias_refusals(text, Company))
     if problems or not decoded.complete:
         raise ConfigInvalid(problems)
     company = Company.model_validate(decoded.blocks)

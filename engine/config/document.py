@@ -22,10 +22,12 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from engine.config.errors import ConfigFileError, describe_value, field_path
 from engine.config.expand import expand_references
 from engine.config.fields import Expect
+from engine.config.yamlbudget import BudgetedLoader, BudgetExceeded
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a mapping naming one key twice (the second would win silently)."""
+class _UniqueKeyLoader(BudgetedLoader):
+    """A SafeLoader with the depth and alias budget (`yamlbudget`) that also refuses a mapping
+    naming one key twice (the second would win silently)."""
 
 
 def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -44,7 +46,8 @@ _UniqueKeyLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG,
 
 
 def read_yaml(text: str, source: str) -> dict:
-    """Parse text as one YAML mapping; ConfigFileError naming source:line:column otherwise.
+    """Parse text as one YAML mapping; ConfigFileError naming source:line:column otherwise
+    (past the depth or alias budget too, naming which).
 
     An empty document reads as an empty mapping (every block takes its defaults).
     """
@@ -54,6 +57,8 @@ def read_yaml(text: str, source: str) -> dict:
         mark = getattr(exc, "problem_mark", None)
         where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
         problem = getattr(exc, "problem", None) or str(exc)
+        if isinstance(exc, BudgetExceeded):
+            raise ConfigFileError([f"{where}: refused: {problem}"]) from None
         raise ConfigFileError([f"{where}: not valid YAML: {problem}"]) from None
     if tree is None:
         return {}
@@ -99,14 +104,15 @@ class Decoded:
         return out
 
 
-def decode_document(model: type[BaseModel], tree: dict, env: Mapping[str, str] | None) -> Decoded:
-    """Expand references in tree, then decode each of model's top-level fields on its own.
+def decode_document(model: type[BaseModel], tree: dict, env: Mapping[str, str] | None, policy=None) -> Decoded:
+    """Expand references in tree (each one `policy` allows, when given), then decode each of
+    model's top-level fields on its own.
 
     `blocks` holds every block that decoded, an absent one as its default, so rules can
     judge the blocks that are sound; `complete` is True when none failed.
     """
     result = Decoded()
-    expanded, expansion = expand_references(tree, env)
+    expanded, expansion = expand_references(tree, env, policy)
     result.reference_problems = expansion.problems
     result.failed_paths = expansion.failed_paths
     for key in expanded:

@@ -20,9 +20,12 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Callable
 
 from engine.config.errors import field_path
+
+# policy(loc, name, value) -> None when the reference may expand, else the refusal.
+Policy = Callable[[tuple, str, "str | None"], "str | None"]
 
 _TOKEN = re.compile(r"\$\$\{|\$\{([^}]*)\}|\$\{")
 _BODY = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*)(?::-(.*))?$", re.DOTALL)
@@ -63,29 +66,32 @@ class Expansion:
         self.failed_paths.append(path)
 
 
-def expand_references(tree: Any, env: Mapping[str, str] | None = None) -> tuple[Any, Expansion]:
+def expand_references(tree: Any, env: Mapping[str, str] | None = None,
+                      policy: Policy | None = None) -> tuple[Any, Expansion]:
     """Return (tree with every string value expanded, Expansion with the refusals).
 
     An unset variable with no default expands to "" so decoding can go on; the refusal
     naming it is in `Expansion.problems`, and its path in `failed_paths` lets the caller
-    drop the follow-on complaints about the same field.
+    drop the follow-on complaints about the same field. `policy` may refuse a reference by
+    where it stands and what it names (a document sent over the API: `secretfields`); a
+    refused reference expands to "" and is refused the same way.
     """
     source = os.environ if env is None else env
     result = Expansion()
-    return _walk(tree, (), source, result), result
+    return _walk(tree, (), source, result, policy), result
 
 
-def _walk(node: Any, loc: tuple, env: Mapping[str, str], result: Expansion) -> Any:
+def _walk(node: Any, loc: tuple, env: Mapping[str, str], result: Expansion, policy: Policy | None) -> Any:
     if isinstance(node, dict):
-        return {key: _walk(value, loc + (key,), env, result) for key, value in node.items()}
+        return {key: _walk(value, loc + (key,), env, result, policy) for key, value in node.items()}
     if isinstance(node, list):
-        return [_walk(value, loc + (i,), env, result) for i, value in enumerate(node)]
+        return [_walk(value, loc + (i,), env, result, policy) for i, value in enumerate(node)]
     if isinstance(node, str) and "$" in node:
-        return _expand_text(node, loc, env, result)
+        return _expand_text(node, loc, env, result, policy)
     return node
 
 
-def _expand_text(text: str, loc: tuple, env: Mapping[str, str], result: Expansion) -> str:
+def _expand_text(text: str, loc: tuple, env: Mapping[str, str], result: Expansion, policy: Policy | None = None) -> str:
     pieces: list[str] = []
     position = 0
     references = 0
@@ -108,6 +114,10 @@ def _expand_text(text: str, loc: tuple, env: Mapping[str, str], result: Expansio
         whole = match.start() == 0 and match.end() == len(text)
         name, default = body.group(1), body.group(2)
         value = env.get(name)
+        refusal = policy(loc, name, value) if policy is not None else None
+        if refusal is not None:
+            result.refuse(loc, refusal)
+            return ""
         if value is None or (value == "" and default is not None):
             if default is None:
                 result.refuse(loc, f"${{{name}}} is not set in the environment")

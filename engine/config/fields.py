@@ -160,10 +160,18 @@ def _text_of(value: Any, expected: str, secret: bool = False) -> str:
 
 Text = Annotated[str, BeforeValidator(lambda v: _text_of(v, "text")), Expect("text")]
 
-# A credential: never echoed in a refusal. Declare the field with `Field(repr=False)` too,
-# so a logged config does not show it.
+class SecretMarker:
+    """Annotation metadata: the field holds a credential. `engine.config.redaction` finds
+    secret fields by it, so every rendering of a document hides them (GET /config, the admin,
+    the dashboard), and a document sent over the API may reference `${VAR}` only there."""
+
+
+SECRET = SecretMarker()
+
+# A credential: never echoed in a refusal, redacted from every rendering of its document.
+# Declare the field with `Field(repr=False)` too, so a logged config does not show it.
 Secret = Annotated[str, BeforeValidator(lambda v: _text_of(v, "text", secret=True)),
-                   Expect("text (a secret: write a ${VAR} reference)")]
+                   Expect("text (a secret: write a ${VAR} reference)"), SECRET]
 
 
 def choice(*values: str, empty_is_unset: bool = False):

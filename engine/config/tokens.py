@@ -1,9 +1,11 @@
 """The API's bearer tokens (Tier A `api.auth.tokens`; seed 002, "Running the Engine + API").
 
 `match_token` finds the configured token a caller presented, comparing in constant time against
-every one of them; `grants_of` says what it may do. The REST routes (crewlet_site.auth) and the
-dashboard's socket (dashboard.consumers) both decide with these, so the two surfaces admit
-exactly the same callers. A token value is never logged or put in an error.
+every one of them; `grants_of` and `admits` say what it may do; `bearer` reads the token out of
+an Authorization header. Every door decides with these -- a REST route's grant
+(crewlet_site.auth), the node's gate that checks a token before a body is read
+(engine.node.gate), the `/ws/stream` handshake (dashboard.consumers) -- so a token admitted by
+one is admitted by all. A token value is never logged or put in an error.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from engine.config.node import Token
 
 GRANTS = ("admin", "read")
 READ_GRANTS = frozenset({"admin", "read"})  # what a read needs: either grant
+SCHEME = "bearer"
 
 
 def _digest(text: str) -> bytes:
@@ -38,3 +41,15 @@ def match_token(tokens: Iterable[Token], presented: str) -> Token | None:
 def grants_of(entry: Token | None) -> frozenset[str]:
     """The grants a token carries; none for no token."""
     return frozenset(str(g) for g in (entry.grants if entry is not None else ()))
+
+
+def admits(entry: Token | None, grant: str) -> bool:
+    """Whether the token may use a route that needs `grant` (admin covers read)."""
+    return bool(grants_of(entry) & ({"admin"} if grant == "admin" else READ_GRANTS))
+
+
+def bearer(header_value: str | None) -> str | None:
+    """The token in an `Authorization: Bearer <token>` header, else None."""
+    scheme, _, token = (header_value or "").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == SCHEME and token else None

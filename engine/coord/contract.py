@@ -133,6 +133,10 @@ class CoordStore(Protocol):
         """The keys holding live values, those starting with `prefix` when given, sorted."""
         ...
 
+    async def ping(self, timeout: float) -> bool:
+        """One round trip to the store within `timeout` seconds: True when it answered."""
+        ...
+
     async def close(self) -> None:
         """Let go of the store; every later call raises Unavailable."""
         ...

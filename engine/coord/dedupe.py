@@ -27,18 +27,29 @@ class Dedupe:
         await self.store.ensure_bucket(DEDUPE_BUCKET)
         self._provisioned = True
 
-    async def claim(self, namespace: str, key: str, ttl: float) -> bool:
+    async def claim(self, namespace: str, key: str, ttl: float, note: dict | None = None) -> bool:
         """Claim `key` in `namespace` for `ttl` seconds: True for the first claim, False when
-        the slot is already claimed. Unavailable when the store did not answer, never False."""
+        the slot is already claimed. Unavailable when the store did not answer, never False.
+        `note` is kept in the slot for `holder` to read (what the first claim was)."""
         if not namespace or ":" in namespace:
             raise CoordError(f"dedupe namespace {namespace!r}: non-empty, with no ':'")
         if not key:
             raise CoordError(f"dedupe key in {namespace}: empty")
         if not self._provisioned:
             await self.provision()
-        value = json.dumps({"node": self.node_id}).encode()
+        value = json.dumps({**(note or {}), "node": self.node_id}).encode()
         try:
             await self.store.create(DEDUPE_BUCKET, f"{namespace}:{key}", value, ttl=ttl)
         except KeyExists:
             return False
         return True
+
+    async def holder(self, namespace: str, key: str) -> dict | None:
+        """What the winning claim of `key` noted (with its node), or None once it expired."""
+        entry = await self.store.get(DEDUPE_BUCKET, f"{namespace}:{key}")
+        if entry is None:
+            return None
+        try:
+            return json.loads(entry.value)
+        except ValueError:
+            return {}

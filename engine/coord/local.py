@@ -137,6 +137,11 @@ class LocalCoord:
                 out.append(key)
         return sorted(out)
 
+    async def ping(self, timeout: float) -> bool:
+        """In process there is no server to stop answering: True until closed."""
+        await asyncio.sleep(0)
+        return not self._closed
+
     async def close(self) -> None:
         """Close the twin: from here on it answers nothing (Unavailable)."""
         self._closed = True

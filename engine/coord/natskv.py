@@ -206,6 +206,18 @@ class NatsKVCoord:
         made.append(cls(nc, timeout=timeout, replicas=replicas, owned=True, clustered=clustered))
         return made[0]
 
+    async def ping(self, timeout: float) -> bool:
+        """JetStream's account info asked and answered within `timeout`; False on silence, while
+        the client redials, or once it closed. (Not a flush: nats-py's flush that times out
+        leaves a future behind that the late PONG then breaks the client's read loop on.)"""
+        if not self._nc.is_connected:
+            return False
+        try:
+            await self._nc.request("$JS.API.INFO", b"", timeout=timeout)
+        except Exception:
+            return False
+        return True
+
     async def close(self) -> None:
         """Let go; every later call raises Unavailable. Closes the connection if it is ours."""
         self._closed = True

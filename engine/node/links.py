@@ -1,72 +1,66 @@
-"""Watching the node's two broker connections (seed 002, "Probes": a node's /ready is 503
-"while its broker link is down"; "The coordination KV rides this same connection on purpose":
-both connections are watched).
+"""Watching the node's two links (seed 002: "the coordination KV ... holds a second connection
+to it beside the queue's, and both are watched"; "Probes": /ready is 503 while the broker link
+is down).
 
-A connection the client still calls open can stop answering -- a member SIGKILLed under it,
-a partition, a broker stalled -- and the client only learns it after its ping interval. So the
-node asks a bounded question on each, every `interval`: the queue a consumer's info (the
-inbound work queue, which every node ensures), the coordination store a leader read of the
-activation pointer. A question unanswered within `timeout` marks that link down, and /ready
-says which (`broker_link_down`, `coordination_link_down`) until one is answered again.
+A client's own view of its connection trails the truth: a server that stopped answering
+(a stalled or SIGSTOPped process, a partition) leaves the socket open, and the client notices
+only when its keep-alive pings go unanswered, minutes later. So the node asks: every
+`every` seconds, one round trip on each link (a PING its server must answer within `timeout`).
+A link that does not answer reads "down" on the probes -- /ready 503 with reason
+`broker_link_down` or `coordination_link_down` -- and "up" again at the first answer. A link
+closed for good is the queue's and the store's own business: they stop the node.
 """
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import logging
-from typing import Awaitable
+from typing import Awaitable, Callable
 
-from engine.coord.contract import CoordStore, Unavailable
 from engine.node.probes import NodeState
-from engine.queue import topics
-from engine.queue.contract import EventQueue
-from engine.revisions import ACTIVATION_BUCKET, POINTER_KEY
 
-log = logging.getLogger("engine.node")
+log = logging.getLogger("engine.node.links")
 
-INTERVAL_SECONDS = 2.0  # a lease renews every 15 s; a probe period is 5 s: a link is re-read well inside both
-TIMEOUT_SECONDS = 2.0   # seed 002: each attempt gets 2 s; a node waiting longer is not renewing
+EVERY_SECONDS = 5.0    # how often each link is asked: /ready follows a stalled broker within ~7 s
+TIMEOUT_SECONDS = 2.0  # seed 002: the NATS client's two-second budget for an answer
+
+Ping = Callable[[float], Awaitable[bool]]
 
 
 class LinkWatch:
-    """One task asking both connections a bounded question every `interval`."""
+    """One task asking each link in turn; it writes the answers to the node's state."""
 
-    def __init__(self, state: NodeState, queue: EventQueue, coord: CoordStore, *,
-                 interval: float = INTERVAL_SECONDS, timeout: float = TIMEOUT_SECONDS) -> None:
+    def __init__(self, state: NodeState, *, broker: Ping, coordination: Ping, every: float = EVERY_SECONDS,
+                 timeout: float = TIMEOUT_SECONDS) -> None:
         self.state = state
-        self.queue = queue
-        self.coord = coord
-        self.interval = interval
+        self.pings = {"broker": broker, "coordination": coordination}
+        self.every = every
         self.timeout = timeout
         self._task: asyncio.Task | None = None
 
-    async def check_once(self) -> tuple[bool, bool]:
-        """Ask both at once; (queue answered, coordination answered), written to the state."""
-        queue_up, coord_up = await asyncio.gather(
-            self._answers(self.queue.pending(topics.NOTIFICATIONS_INBOUND, topics.NOTIFICATIONS_GROUP)),
-            self._answers(self.coord.get(ACTIVATION_BUCKET, POINTER_KEY)))
-        self._set("broker_link", queue_up)
-        self._set("coord_link", coord_up)
-        return queue_up, coord_up
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="link-watch")
 
-    async def _answers(self, question: Awaitable) -> bool:
-        """Whether anybody answered: a refusal ("no such bucket") is an answer, silence is not."""
-        try:
-            await asyncio.wait_for(question, self.timeout)
-        except (TimeoutError, Unavailable):
-            return False
-        except Exception:
-            return True
-        return True
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(BaseException):
+                await self._task
 
-    def _set(self, link: str, up: bool) -> None:
-        now = "up" if up else "down"
-        if getattr(self.state, link) != now:
-            setattr(self.state, link, now)
-            (log.info if up else log.warning)(f"{link}_{now}", extra={"link": link})
+    async def check_once(self) -> dict[str, str]:
+        """Ask both links once (at the same time); write and return what each said."""
+        answers = await asyncio.gather(*(ping(self.timeout) for ping in self.pings.values()), return_exceptions=True)
+        seen = {}
+        for name, answer in zip(self.pings, answers, strict=True):
+            link = "up" if answer is True else "down"
+            before = self.state.link(name)
+            if link != before:
+                (log.info if link == "up" else log.warning)(f"{name}_link_{link}", extra={"was": before})
+            self.state.set_link(name, link)
+            seen[name] = link
+        return seen
 
-    async def run(self, stopping: asyncio.Event) -> None:
-        while not stopping.is_set():
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.every)
             await self.check_once()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(stopping.wait(), self.interval)

@@ -36,8 +36,8 @@ class NodeState:
     phase: str = RECOVERING
     started_at: float = field(default_factory=time.time)
     configured: bool = False          # an active company revision has been applied
-    broker_link: str = "down"         # "up" | "down" | "reconnecting"
-    coord_link: str = "up"            # the coordination store's connection (engine.node.links)
+    broker_link: str = "down"         # "up" | "down": the queue's connection answers (engine.node.links)
+    coordination_link: str = "down"   # "up" | "down": the records' connection answers
     presence_held: bool = False
     seats: tuple[str, ...] = ()
     revision: int | None = None
@@ -46,6 +46,16 @@ class NodeState:
     @property
     def ingress(self) -> bool:
         return "ingress" in self.roles
+
+    def link(self, name: str) -> str:
+        """"broker" or "coordination": what the last check of that link found."""
+        return self.broker_link if name == "broker" else self.coordination_link
+
+    def set_link(self, name: str, value: str) -> None:
+        if name == "broker":
+            self.broker_link = value
+        else:
+            self.coordination_link = value
 
     def health(self) -> tuple[int, dict]:
         if self.phase == RECOVERING:
@@ -59,6 +69,7 @@ class NodeState:
             "roles": list(self.roles),
             "seats": list(self.seats),
             "broker": self.broker_link,
+            "coordination": self.coordination_link,
             "revision": self.revision,
             "uptime_seconds": round(time.time() - self.started_at, 1),
         }
@@ -73,7 +84,7 @@ class NodeState:
             return "unconfigured"
         if self.broker_link != "up":
             return "broker_link_down"
-        if self.coord_link != "up":
+        if self.coordination_link != "up":
             return "coordination_link_down"
         if not self.presence_held:
             return "presence_lease_not_held"

@@ -9,8 +9,9 @@ Boot order (the listener is bound by the caller before `run()` starts), one meth
   preparing  -- `_take_company` (import `--company` as a new revision when it differs from
                 the active one), `_apply_active_revision` (EVERY agent seat's mailbox first),
                 `_ensure_work_queue`, `_take_presence`;                       /health 200 "starting"
-  serving    -- `_start_services`, `_start_loops` (claim seats, keep up with the fleet's
-                revision, the watchdog);
+  serving    -- `_watch_links` (both connections, for /ready), `_start_services`, then
+                /ready 200 and `_start_loops` (claim seats, keep up with the fleet's revision,
+                the watchdog);
   draining   -- SIGTERM/SIGINT: /ready 503 at once, new work refused, leases given back,
                 the queue drained, the broker stopped, the writer flushed; exit 0.
 
@@ -126,6 +127,7 @@ class Node:
         self.keeper: LeaseKeeper | None = None
         self.placement: SeatPlacement | None = None
         self.watchdog: Watchdog | None = None
+        self.links: LinkWatch | None = None
         self._credentials = CredentialCache(self.keyring)
         self._stopping = asyncio.Event()
         self._exit_code = EXIT_OK
@@ -231,12 +233,15 @@ class Node:
                 self._exit_code = exc.exit_code
                 await self._teardown(boot_failed=True)
                 return self._exit_code
-            self.state.phase = SERVING
-            log.info("node_serving", extra={"node": self.node_id, "seats_role": "seats" in self.roles})
-            company = self.company
-            await self._record(OrgStarted(company=company.name if company else "", revision=str(self.revision or ""),
-                                          seat_count=len(company.agent_seats()) if company else 0))
+            self._watch_links()
             if await self._unless_stopped(self._start_services()):
+                # Ready only once what it serves runs: the projection behind /ws/stream, the
+                # seat hosts, the notification consumer.
+                self.state.phase = SERVING
+                log.info("node_serving", extra={"node": self.node_id, "seats_role": "seats" in self.roles})
+                company = self.company
+                await self._record(OrgStarted(company=company.name if company else "", revision=str(self.revision or ""),
+                                              seat_count=len(company.agent_seats()) if company else 0))
                 self._start_loops()
                 freeze_heap()
                 await self._stopping.wait()
@@ -330,6 +335,7 @@ class Node:
                 on_closed=lambda reason: self._on_queue_fatal(EXIT_FATAL, f"coordination: {reason}"))
         except Exception as exc:
             raise BootError(f"coordination: {exc}") from None
+        self.state.coordination_link = "up"
         self._leases = LeaseManager(self._lease_store, self.node_id, self.ttl, epochs=self._coord)
         await self.bring_up.step("the lease buckets", self._leases.provision)
         self._dedupe = Dedupe(self._coord, node_id=self.node_id)
@@ -397,7 +403,6 @@ class Node:
 
     def _start_loops(self) -> None:
         self.keeper.start()
-        self._tasks.append(asyncio.create_task(LinkWatch(self.state, self.queue, self.coord).run(self._stopping), name="link-watch"))
         self._tasks.append(asyncio.create_task(self.revisions.keep_up(self._stopping, self.timings.revision_poll_seconds),
                                                name="revision-poll"))
         if "seats" in self.roles:
@@ -406,6 +411,12 @@ class Node:
             self._tasks.append(asyncio.create_task(self._sweep_loop(), name="seat-sweep"))
         self.watchdog = Watchdog(self.ttl, self._on_stall)
         self.watchdog.start()
+
+    def _watch_links(self) -> None:
+        """From the boot's end: both connections asked in turn, so /ready names one that stops
+        answering (engine.node.links) -- a service stuck on a silent broker included."""
+        self.links = LinkWatch(self.state, broker=self.queue.ping, coordination=self.coord.ping)
+        self.links.start()
 
     def _agent_seats(self) -> list:
         company = self.company
@@ -481,6 +492,8 @@ class Node:
         bound = CUT_STEP_SECONDS if self._cut else STEP_SECONDS
         if self.watchdog is not None:
             self.watchdog.stop()
+        if self.links is not None:
+            await self.links.stop()
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
@@ -515,7 +528,7 @@ class Node:
             await _bounded(self.broker.stop(), None, "broker_stop")
         if self.writer is not None:
             await asyncio.to_thread(self.writer.close, STEP_SECONDS)
-        self.state.broker_link = "down"
+        self.state.broker_link = self.state.coordination_link = "down"
         log.info("node_stopped", extra={"exit_code": self._exit_code})
 
 

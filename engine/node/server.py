@@ -10,6 +10,12 @@ The server is Uvicorn (httptools' parser) on uvloop rather than Daphne on Twiste
 reactor, which DESIGN.md names: the application is the same Channels ASGI app, and the one
 loop that carries the HTTP surface also carries every broker client and consume loop, so
 its cost per callback is the node's throughput (README, "Performance": webhooks).
+
+The limits on what a client may send before the application sees it -- a request's head, a
+stalled body, the number of open connections -- are `engine.node.limits`, applied to every socket
+(README, "Security"). `api.trusted_proxies` are the only peers whose X-Forwarded-For and
+X-Forwarded-Proto are believed (Uvicorn's proxy headers, for those addresses alone), so a
+session cookie behind a TLS proxy is marked Secure and a client is known by its own address.
 """
 from __future__ import annotations
 
@@ -21,6 +27,8 @@ import socket
 from typing import Awaitable, Callable
 
 import uvicorn
+
+from engine.node import limits
 
 log = logging.getLogger("engine.node.server")
 
@@ -56,14 +64,15 @@ def bind(host: str, port: int, field: str = "api.port") -> socket.socket:
 
 
 def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]],
-          extra: tuple[socket.socket, ...] = ()) -> int:
+          extra: tuple[socket.socket, ...] = (), trusted_proxies: tuple[str, ...] = ()) -> int:
     """Run `main()` on one event loop (uvloop's where installed), with Uvicorn serving `app` on
     `sock` when given; return main's exit code once it and the listener are done. Without a
     socket (`api.port: 0`) there is nothing to serve. `extra` sockets (the api.public listener)
     are served by the same `app`, which tells them apart by the local port in each request's
-    scope."""
+    scope. `trusted_proxies` (addresses or CIDR blocks) may set the client and the scheme
+    through X-Forwarded-For and X-Forwarded-Proto."""
     with asyncio.Runner(loop_factory=loop_factory()) as runner:
-        return runner.run(_serve_and_run(app, sock, main, extra))
+        return runner.run(_serve_and_run(app, sock, main, extra, tuple(trusted_proxies)))
 
 
 def loop_factory():
@@ -77,14 +86,14 @@ def loop_factory():
     return uvloop.new_event_loop
 
 
-async def _serve_and_run(app, sock, main, extra) -> int:
+async def _serve_and_run(app, sock, main, extra, trusted_proxies=()) -> int:
     # One server per socket, in the order they close (seed 002, "Draining": "Once the drain
     # completes the public listener closes first and api.port after it, each waiting up to
     # five seconds for its requests, so the probes answer until the very end").
     listeners: list[tuple[_Listener, asyncio.Task]] = []
     if sock is not None:
         for bound in (*extra, sock):
-            listener = _Listener(_config(app))
+            listener = _Listener(_config(app, trusted_proxies))
             listeners.append((listener, asyncio.create_task(listener.serve(sockets=[bound]))))
     try:
         code = await main()
@@ -98,16 +107,21 @@ async def _serve_and_run(app, sock, main, extra) -> int:
     return code
 
 
-def _config(app) -> uvicorn.Config:
+def _config(app, trusted_proxies: tuple[str, ...] = ()) -> uvicorn.Config:
+    protocol = type("NodeHttpProtocol", (limits.GuardedHttpToolsProtocol,),
+                    {"max_connections": limits.connection_limit()})
     return uvicorn.Config(
         app,
-        http="httptools",
+        http=protocol,
         ws="websockets-sansio",
         lifespan="off",          # the node's own boot is the lifespan
         log_config=None,         # engine.node.logconfig owns logging
         access_log=False,        # a line per request is not an operator's log
         server_header=False,
-        proxy_headers=False,     # scope["client"] is the peer; nothing is trusted from headers
+        # scope["client"] is the peer, unless the peer is one of api.trusted_proxies.
+        proxy_headers=bool(trusted_proxies),
+        forwarded_allow_ips=list(trusted_proxies) or None,
+        timeout_keep_alive=limits.KEEP_ALIVE_SECONDS,
         timeout_graceful_shutdown=GRACEFUL_CLOSE_SECONDS,
         ws_max_size=WS_MAX_BYTES,
     )

@@ -10,6 +10,11 @@ A Python process cannot host the Go server in-process, so the node owns it as a 
 - The child dies with the node: it runs in its own process group (a Ctrl-C to the node's
   terminal is the node's to handle) and carries a parent-death signal, so a SIGKILLed node
   leaves no broker behind holding its store.
+- A clustered member's route port admits only members that present the route credentials,
+  derived from the keyring's active key (HKDF, purpose `stream.cluster.routes`), so they are
+  the same on every member and never written in a file an operator edits; a server without
+  them -- a rogue nats-server pointed at the port -- is refused before it joins. The route
+  listener binds `stream.cluster.host` (every interface when unset, as the seed says).
 - Its log lines go through Python logging under `queue.nats.server`, each naming the member
   (`server=`): boot narration at debug, [WRN] at warning, [ERR] and [FTL] at error.
 - The boot's three waits, in order: starting (the file-store recovery; waited out, reported
@@ -41,6 +46,7 @@ from typing import TYPE_CHECKING, Awaitable, Callable
 from engine.queue.contract import QueueError
 
 if TYPE_CHECKING:  # Tier A is read, never imported at run time: engine.config reads engine.queue's limits
+    from engine.config.keyring import Keyring
     from engine.config.node import NodeConfig
 
 log = logging.getLogger("queue.jetstream")
@@ -81,6 +87,30 @@ class ClusterSpec:
     host: str | None = None          # unset binds every interface (seed 002 says to set it)
     advertise: str | None = None     # what peers dial, when it is not what this member binds
     peers: tuple[str, ...] = field(default_factory=tuple)
+    # The route credentials every member presents and requires (None: an open route port, for a
+    # broker built without a keyring). Never shown, never compared.
+    route_user: str | None = field(default=None, repr=False, compare=False)
+    route_password: str | None = field(default=None, repr=False, compare=False)
+
+
+ROUTE_USER = "crewlet-route"
+ROUTE_PURPOSE = "stream.cluster.routes"
+
+
+def route_credentials(keyring: "Keyring") -> tuple[str, str]:
+    """(user, password) for the cluster's routes, the same on every member with the keyring."""
+    return ROUTE_USER, keyring.derive(ROUTE_PURPOSE, 32).hex()
+
+
+def _with_credentials(url: str, user: str | None, password: str | None) -> str:
+    """A peer's route URL carrying the route credentials (replacing any it had)."""
+    if not user or not password:
+        return url
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "nats-route", url
+    rest = rest.rsplit("@", 1)[-1]
+    return f"{scheme}://{user}:{password}@{rest}"
 
 
 def nats_server_binary() -> str:
@@ -151,8 +181,13 @@ def render_config(
         if cluster.advertise:
             advertise = cluster.advertise if ":" in cluster.advertise else f"{cluster.advertise}:{cluster.port}"
             lines.append(f"  advertise: {_quote(advertise)}")
+        if cluster.route_user and cluster.route_password:
+            # A route must present these to join; this member presents them on every route it dials.
+            lines.append(f"  authorization {{ user: {_quote(cluster.route_user)}, "
+                         f"password: {_quote(cluster.route_password)}, timeout: 2 }}")
         if cluster.peers:
-            lines.append("  routes: [" + ", ".join(_quote(p) for p in cluster.peers) + "]")
+            peers = [_with_credentials(p, cluster.route_user, cluster.route_password) for p in cluster.peers]
+            lines.append("  routes: [" + ", ".join(_quote(p) for p in peers) + "]")
         lines.append("}")
     return "\n".join(lines) + "\n"
 
@@ -260,12 +295,17 @@ class EmbeddedBroker:
     @classmethod
     def from_config(cls, cfg: "NodeConfig", on_death: OnDeath | None = None) -> "EmbeddedBroker":
         """The broker Tier A describes: `stream.store_dir`, `stream.sync`, `stream.debug`,
-        `stream.store_max_bytes`, `stream.cluster` and `node.id` (the server name)."""
+        `stream.store_max_bytes`, `stream.cluster` and `node.id` (the server name); a cluster's
+        route credentials are derived from `secrets` (the keyring every member shares)."""
         stream, declared = cfg.stream, cfg.stream.cluster
         cluster = None
         if declared is not None:
+            from engine.config.keyring import Keyring  # the keyring sits beside the config
+
+            user, password = route_credentials(Keyring.from_config(cfg.secrets))
             cluster = ClusterSpec(name=declared.name or "", port=int(declared.port), host=declared.host or None,
-                                  advertise=declared.advertise or None, peers=tuple(declared.peers))
+                                  advertise=declared.advertise or None, peers=tuple(declared.peers),
+                                  route_user=user, route_password=password)
         return cls(
             store_dir=stream.store_dir or "",
             server_name=cfg.node.id or "",
@@ -468,6 +508,9 @@ class EmbeddedBroker:
     def _log_line(self, line: str) -> None:
         if self._token in line:  # nats-server does not print it; this keeps it that way
             line = line.replace(self._token, "[redacted]")
+        password = self.cluster.route_password if self.cluster is not None else None
+        if password and password in line:
+            line = line.replace(password, "[redacted]")
         match = _LINE.match(line)
         level_name, text = (match["level"], match["text"]) if match else ("INF", line)
         if level_name in ("FTL", "ERR"):

@@ -235,6 +235,11 @@ class EventQueue(Protocol):
 
     def is_attached(self, topic: str, group: str) -> bool: ...
 
+    async def ping(self, timeout: float) -> bool:
+        """One round trip to the broker within `timeout` seconds: True when it answered. A
+        connection can look open while the server behind it has stopped answering; this is
+        how the node finds out (seed 002, "Probes": /ready while the broker link is down)."""
+
     async def pending(self, topic: str, group: str) -> int:
         """Messages the subscription retains that nobody has acked (the mailbox depth)."""
 

@@ -349,6 +349,18 @@ class JetStreamQueue:
         if self._attachments.get(attachment.key) is attachment:
             del self._attachments[attachment.key]
 
+    async def ping(self, timeout: float) -> bool:
+        """JetStream's account info asked and answered within `timeout`; False on silence, while
+        the client redials, or once it closed. (Not a flush: nats-py's flush that times out
+        leaves a future behind that the late PONG then breaks the client's read loop on.)"""
+        if not self.nc.is_connected:
+            return False
+        try:
+            await self.nc.request("$JS.API.INFO", b"", timeout=timeout)
+        except Exception:
+            return False
+        return True
+
     def is_attached(self, topic: str, group: str) -> bool:
         return (topic, group) in self._attachments
 

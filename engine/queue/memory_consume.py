@@ -148,6 +148,11 @@ class MemoryQueue:
         self._attachments[(topic, group)] = attachment
         return attachment
 
+    async def ping(self, timeout: float) -> bool:
+        """In process there is no server to stop answering: True until the client is closed."""
+        await asyncio.sleep(0)
+        return not self._closed
+
     def is_attached(self, topic: str, group: str) -> bool:
         return (topic, group) in self._attachments
 

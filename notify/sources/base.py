@@ -167,11 +167,14 @@ def check_token(secret: bytes, given: str, where: str) -> None:
 
 
 def decode_json(body: bytes) -> Any:
-    """The JSON object a source sends; PayloadError naming the parser's complaint."""
+    """The JSON object a source sends; PayloadError naming the parser's complaint (a body nested
+    past the reader's recursion bound, about a thousand levels, is refused as too deep)."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as exc:
         raise PayloadError(f"body: not JSON ({exc})") from None
+    except RecursionError:
+        raise PayloadError("body: JSON nested too deep to read (a delivery nests a few levels)") from None
     if not isinstance(payload, dict):
         raise PayloadError(f"body: expected a JSON object, got {type(payload).__name__}")
     return payload
@@ -233,6 +236,11 @@ class BaseSource:
 
     def digest_body(self, message: Mapping[str, Any]) -> str:
         return str(message.get("salient_body") or message.get("lead") or "")
+
+    def scrubbed(self, headers: Mapping[str, str], body: bytes, payload: Any) -> bytes:
+        """The body as it is recorded and queued: the delivery less any credential it carries
+        (a source whose secret rides the body removes it; the signature headers are never kept)."""
+        return body
 
     def headers_kept(self, headers: Mapping[str, str]) -> dict[str, str]:
         """The headers worth carrying on the delivery, by their canonical names."""

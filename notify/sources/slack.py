@@ -29,6 +29,7 @@ from notify.sources.base import (
 from notify.sources.chat import chat_keys
 
 TIMESTAMP_WINDOW_SECONDS = 5 * 60  # Slack's own replay window for a signed request
+MAX_TIMESTAMP_DIGITS = 12          # Unix seconds until the year 33658
 MENTION = re.compile(r"<@([A-Z0-9]+)(?:\|[^>]*)?>")
 MESSAGE_KINDS = {"message", "app_mention"}
 KEPT_SUBTYPES = {None, "", "file_share", "thread_broadcast", "me_message"}
@@ -47,10 +48,11 @@ class Slack(BaseSource):
         stamp = header(headers, self.timestamp_header)
         if not stamp:
             raise SignatureError(self.timestamp_header, "missing; Slack signs every request with its timestamp")
-        try:
-            when = int(stamp)
-        except ValueError:
-            raise SignatureError(self.timestamp_header, f"expected Unix seconds, got {stamp[:32]!r}") from None
+        # Digits only, and no more than a Unix time has for the next few millennia: a 400-digit
+        # number would overflow the comparison with the clock.
+        if not (stamp.isascii() and stamp.isdigit() and len(stamp) <= MAX_TIMESTAMP_DIGITS):
+            raise SignatureError(self.timestamp_header, f"expected Unix seconds, got {stamp[:32]!r}")
+        when = int(stamp)
         if abs(now - when) > TIMESTAMP_WINDOW_SECONDS:
             raise SignatureError(self.timestamp_header, "stale: older (or newer) than five minutes, refused as a replay")
         given = header(headers, self.signature_header)

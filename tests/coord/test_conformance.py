@@ -186,6 +186,12 @@ async def test_a_store_that_does_not_answer_is_unavailable_never_empty(backend, 
             await call
 
 
+async def test_a_ping_is_answered_while_the_store_serves_and_not_once_it_stops(backend, coord):
+    assert await coord.ping(2.0) is True
+    await backend.outage()
+    assert await coord.ping(0.5) is False  # an answer, never an exception: the node's probes read it
+
+
 async def test_a_closed_store_answers_nothing(coord):
     b = await _bucket(coord)
     await coord.close()

@@ -262,15 +262,20 @@ async def _pending_is(q, expected: int) -> bool:
 
 
 async def test_three_members_form_a_cluster_that_serves_a_replicated_mailbox(tmp_path):
+    """Each member requires and presents the route credentials one keyring derives."""
+    from engine.config.keyring import Keyring
+    from engine.queue.broker import route_credentials
     from engine.queue.jetstream import JetStreamQueue, Layout
     from engine.queue.jetstream_connection import Dial
     from tests.queue.recording import GROUP, INBOX, probe
 
+    user, password = route_credentials(Keyring.from_pairs([("k1", "x" * 32)], "k1"))
     ports = [_free_port() for _ in range(3)]
     members = [
         EmbeddedBroker(store_dir=str(tmp_path / f"m{i}"), server_name=f"member-{i}",
                        cluster=ClusterSpec(name="crewlet", port=port, host="127.0.0.1",
-                                           peers=tuple(f"nats://127.0.0.1:{p}" for p in ports if p != port)))
+                                           peers=tuple(f"nats://127.0.0.1:{p}" for p in ports if p != port),
+                                           route_user=user, route_password=password))
         for i, port in enumerate(ports)
     ]
     try:
@@ -319,12 +324,13 @@ async def test_a_broker_holding_many_mailboxes_is_stopped_in_order_never_killed(
     # the per-consumer allowance (the product's own) stretches rather than killing the member.
     from engine.queue import topics
     from engine.queue.jetstream import JetStreamQueue
+    from engine.queue.jetstream_connection import Dial
 
     b = EmbeddedBroker(store_dir=str(tmp_path / "stream"), server_name="test-node")
     b.stop_timeout_seconds = 1.0
     await b.start()
     proc = b._proc
-    queue = await JetStreamQueue.connect(b.client_url, token=b.token, node_id="test-node")
+    queue = await JetStreamQueue.connect(Dial(b.client_url, token=b.token), node_id="test-node")
     try:
         gate = asyncio.Semaphore(8)
 

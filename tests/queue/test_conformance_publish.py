@@ -173,3 +173,10 @@ def test_probe_is_an_unregistered_type():
     from events.envelope import model_for
 
     assert model_for(PROBE) is None
+
+
+async def test_a_ping_is_answered_while_the_broker_serves_and_not_once_the_client_closed(backend):
+    client = await backend.client("node-p")
+    assert await client.ping(2.0) is True
+    await client.close()
+    assert await client.ping(0.5) is False  # an answer, never an exception: the node's probes read it

@@ -293,3 +293,23 @@ async def test_the_factory_dials_an_external_server_with_its_token(broker, tmp_p
         assert stamped.node == "node-x"
     finally:
         await q.close()
+
+
+async def test_a_broker_that_stops_answering_fails_the_ping_and_passes_it_again_once_it_resumes(broker):
+    """A SIGSTOPped server keeps the socket open: only a round trip tells it from a live one."""
+    import os
+    import signal
+
+    q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="node-a")
+    try:
+        assert await q.ping(2.0) is True
+        os.kill(broker.pid, signal.SIGSTOP)
+        try:
+            # A signal lands when the kernel delivers it: wait until the server is stopped.
+            await eventually(lambda: open(f"/proc/{broker.pid}/stat").read().split()[2] == "T")
+            assert await q.ping(0.5) is False
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)
+        assert await q.ping(5.0) is True
+    finally:
+        await q.close()

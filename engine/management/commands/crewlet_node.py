@@ -170,4 +170,5 @@ class Command(BaseCommand):
                 loop.add_signal_handler(signum, on_signal, signum)
             return await node.run()
 
-        return serve(app, sock, main, extra=(public,) if public is not None else ())
+        return serve(app, sock, main, extra=(public,) if public is not None else (),
+                     trusted_proxies=tuple(cfg.api.trusted_proxies))
