@@ -9,6 +9,12 @@ sync window, in one run on one host:
       broker, and the ratio of the two (target 0.7 or more);
   (b) publish-to-handler latency, p50 and p99, at a light load (target p50 under 5 ms);
   (c) `ensure_subscription` for 1,000 new mailboxes (target under 5 s in all);
+  (e) with `sync: always`, what keeping busy seats' mail alive costs: 100 seats each in a
+      turn, holding one message and then a full drain of 20, with the default Tuning (ack
+      window 60 s, a heartbeat every 20 s); the in-progress acknowledgements (`+WPI`) the
+      broker receives, counted on the ack subjects over one ack window, beside the queue's
+      publish rate in the same window (the (a) workload over 100 other inboxes, publishing
+      for the whole window) and the (a) figure without busy seats (target: a small fraction);
 and once, (d) the in-memory twin's throughput on the same workloads.
 """
 from __future__ import annotations
@@ -34,7 +40,7 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crewlet_site.settings")
 
 from engine.queue import topics  # noqa: E402
 from engine.queue.broker import EmbeddedBroker  # noqa: E402
-from engine.queue.contract import Tuning  # noqa: E402
+from engine.queue.contract import BatchOptions, Tuning  # noqa: E402
 from engine.queue.jetstream import JetStreamQueue  # noqa: E402
 from engine.queue.jetstream_connection import Dial  # noqa: E402
 from events.envelope import Event  # noqa: E402
@@ -175,6 +181,87 @@ async def ensure_many(q, count: int, in_flight: int = 1, prefix: str = "m") -> f
     return time.perf_counter() - began
 
 
+# -- (e) keeping busy seats' mail alive -----------------------------------------------------
+async def busy_seats(q, url: str, token: str, held: int, seconds: float) -> dict:
+    """SEATS seats, each in a turn that outlasts the sample and holding a drain of `held`
+    messages (the running partition and the ones waiting behind it). Count the `+WPI` the
+    broker receives over `seconds`, on a connection of its own listening to the ack subjects
+    (what reaches the broker, not what the client meant to send), while the (a) workload runs
+    over SEATS other inboxes for the whole sample."""
+    import nats
+
+    nc = await nats.connect(url, token=token)
+    wpi = 0
+
+    async def on_ack(msg) -> None:
+        nonlocal wpi
+        if msg.data == b"+WPI":
+            wpi += 1
+
+    await nc.subscribe("$JS.ACK.CREWLET_AGENT.>", cb=on_ack)
+    await nc.flush()
+    release = asyncio.Event()
+    running = 0
+
+    async def turn(batch) -> None:
+        nonlocal running
+        running += 1
+        await release.wait()
+
+    inboxes = [topics.agent_inbox(f"busy{held}x{i}") for i in range(SEATS)]
+    for inbox in inboxes:
+        await q.ensure_subscription(inbox, GROUP)
+        for n in range(held):  # distinct conversations: one partition each, dispatched in turn
+            await q.publish(inbox, Event(type="bench_probe", payload={"partition_key": f"c{n}"}))
+    for inbox in inboxes:
+        await q.subscribe_batch(inbox, GROUP, BatchOptions(linger_seconds=0, max_batch=20), turn)
+
+    async def all_busy() -> bool:
+        return running >= SEATS
+
+    await _until(all_busy)
+    # The (a) workload over SEATS other inboxes, for the whole sample: publishers in a loop,
+    # one `subscribe` per inbox, every message handled and acked.
+    load_inboxes = [topics.agent_inbox(f"load{held}x{i}") for i in range(SEATS)]
+    async def work(delivery) -> None:
+        return None
+
+    for inbox in load_inboxes:
+        await q.ensure_subscription(inbox, GROUP)
+        await q.subscribe(inbox, GROUP, work)
+    sent_before, wpi_before = q.in_progress_sent, wpi
+    began = time.perf_counter()
+    deadline = began + seconds  # the heartbeat runs on its own timer meanwhile
+
+    published = 0
+
+    async def publisher(inbox: str) -> None:
+        nonlocal published
+        while time.perf_counter() < deadline:
+            await q.publish(inbox, _event(published))
+            published += 1
+
+    await asyncio.gather(*(publisher(inbox) for inbox in load_inboxes))
+    await nc.flush()
+    elapsed = time.perf_counter() - began
+    received, sent = wpi - wpi_before, q.in_progress_sent - sent_before
+    release.set()
+
+    async def all_acked() -> bool:
+        for inbox in inboxes:
+            if await q.pending(inbox, GROUP):
+                return False
+        return True
+
+    await _until(all_acked)
+    for inbox in inboxes + load_inboxes:
+        await q.detach(inbox, GROUP)
+        await q.delete_subscription(inbox, GROUP)
+    await nc.close()
+    return {"held": held, "received": received, "sent": sent, "seconds": elapsed, "rate": received / elapsed,
+            "publish_rate": published / elapsed}
+
+
 # -- runs -------------------------------------------------------------------------------------
 async def jetstream_run(sync: str, sizes: dict) -> dict:
     with tempfile.TemporaryDirectory(prefix="crewlet-bench-") as store:
@@ -197,6 +284,9 @@ async def jetstream_run(sync: str, sizes: dict) -> dict:
             out["latency_p50_ms"], out["latency_p99_ms"] = await latency(q, sizes["latency"], 0.005)
             out["ensure_1000_s"] = await ensure_many(q, 1000)
             out["ensure_1000_16_s"] = await ensure_many(q, 1000, in_flight=16, prefix="c")
+            if sizes.get("busy_seconds") and sync == "always":
+                out["busy"] = [await busy_seats(q, broker.client_url, broker.token, held, sizes["busy_seconds"])
+                               for held in (1, 20)]
             return out
         finally:
             await q.close()
@@ -227,6 +317,14 @@ def report(label: str, r: dict) -> None:
     print(f"  (b) latency, light load   p50 {r['latency_p50_ms']:.2f} ms   p99 {r['latency_p99_ms']:.2f} ms  (target p50 < 5 ms)")
     print(f"  (c) ensure_subscription x1000   one by one {r['ensure_1000_s']:.2f} s   "
           f"16 in flight {r['ensure_1000_16_s']:.2f} s  (target < 5 s)")
+    tuning = Tuning()
+    for busy in r.get("busy", ()):
+        publish = busy["publish_rate"]
+        print(f"  (e) {SEATS} busy seats holding {busy['held']:>2} message(s) each (ack window "
+              f"{tuning.ack_wait_seconds:g} s, heartbeat {tuning.heartbeat_seconds:g} s): {busy['received']} +WPI "
+              f"in {busy['seconds']:.1f} s (client counted {busy['sent']}) = {busy['rate']:.1f} msg/s, "
+              f"{busy['rate'] / publish:.1%} of the {publish:.0f} msg/s the queue published (to subscribed inboxes) "
+              f"in the same window ((a) without busy seats: {r['seats_queue']:.0f} msg/s)")
 
 
 async def main() -> None:
@@ -234,7 +332,8 @@ async def main() -> None:
     parser.add_argument("--quick", action="store_true", help="smaller samples (a smoke run)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.CRITICAL)
-    sizes = {"one": 500, "seats": 1000, "latency": 100} if args.quick else {"one": 2000, "seats": 6000, "latency": 500}
+    sizes = ({"one": 500, "seats": 1000, "latency": 100, "busy_seconds": Tuning().heartbeat_seconds + 1} if args.quick
+             else {"one": 2000, "seats": 6000, "latency": 500, "busy_seconds": Tuning().ack_wait_seconds})
     print(f"queue benchmark: {sizes['one']} msgs on 1 topic, {sizes['seats']} over {SEATS} inboxes (best of "
           f"{ROUNDS} alternating rounds), {sizes['latency']} latency samples at 5 ms spacing; "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")

@@ -2,6 +2,8 @@
 survive a rotation, a dropped key that invalidates what it signed, a derived SECRET_KEY."""
 from __future__ import annotations
 
+import base64
+
 import subprocess
 import sys
 from pathlib import Path
@@ -57,6 +59,23 @@ def test_material_shorter_than_32_bytes_is_refused_with_the_way_out():
     with pytest.raises(KeyringError, match="crewlet_secrets keygen"):
         decode_material("too-short")
     assert len(decode_material(generate_key_material())) == 32
+
+
+def test_key_material_is_read_as_hex_then_base64url_then_plain_text():
+    secret = bytes(range(32))
+    # A 64-digit hex key is its 32 bytes, in either case -- never the 48 bytes the same text
+    # spells in base64url, whose alphabet holds every hex digit.
+    assert decode_material(secret.hex()) == secret
+    assert decode_material(secret.hex().upper()) == secret
+    # What keygen prints: 43 characters of unpadded base64url, odd, so never taken for hex.
+    printed = base64.urlsafe_b64encode(secret).rstrip(b"=").decode()
+    assert len(printed) == 43 and decode_material(printed) == secret
+    # Anything else is a passphrase: its own UTF-8 bytes.
+    phrase = "a plain passphrase of thirty-two bytes!"
+    assert decode_material(phrase) == phrase.encode()
+    # Hex too short to be a key is not padded out by another reading of the same digits.
+    with pytest.raises(KeyringError, match="at least 32 bytes"):
+        decode_material("00ff" * 4)
 
 
 def test_a_keyring_needs_keys_and_an_active_key_it_holds():

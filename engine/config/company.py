@@ -177,7 +177,7 @@ class Company(Block):
     org: Org = Field(default_factory=Org)
     integrations: Integrations = Field(default_factory=Integrations)
     notification_coalesce_window_seconds: integer(
-        0, MAX_LINGER_SECONDS, because="the linger cap: collection plus one turn must fit the 30-minute ack window"
+        0, MAX_LINGER_SECONDS, because="the linger cap: a drain holds its first message unworked for the whole linger"
     ) = 0
     notification_coalesce_max_batch: integer(
         1, MAX_BATCH_CEILING, because="the digest's ceiling: a trigger is re-sent on every round of a turn"

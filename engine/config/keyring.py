@@ -17,6 +17,7 @@ import binascii
 import hashlib
 import hmac
 import os
+import re
 import secrets as _secrets
 from dataclasses import dataclass
 
@@ -25,6 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 MIN_KEY_BYTES = 32
+_HEX = re.compile(r"[0-9a-fA-F]+")
 _SIGNATURE_PREFIX = "v1"
 _CIPHER_PREFIX = "enc1"
 
@@ -42,31 +44,39 @@ def generate_key_material() -> str:
 
 
 def decode_material(material: str) -> bytes:
-    """Decode key material: base64url (as keygen prints it) or hex; else its UTF-8 bytes.
+    """Decode key material: hex, base64url (as keygen prints it), else its UTF-8 bytes.
 
     Returns the raw key bytes; raises KeyringError when shorter than 32 bytes.
+
+    The order is what makes each reading reachable. Hex is tried first, and only on text that
+    is nothing but hex digits in pairs: every such text is also valid base64url (hex's
+    alphabet is a subset of it), so base64url first would read a 64-digit hex key as 48
+    other bytes. The converse cannot happen to a key keygen printed: 32 bytes in unpadded
+    base64url are 43 characters, an odd count, which is never read as hex.
     """
     text = material.strip()
-    raw: bytes | None = None
-    try:
-        padded = text + "=" * (-len(text) % 4)
-        candidate = base64.urlsafe_b64decode(padded.encode())
-        if len(candidate) >= MIN_KEY_BYTES and base64.urlsafe_b64encode(candidate).rstrip(b"=").decode() == text.rstrip("="):
-            raw = candidate
-    except (binascii.Error, ValueError):
-        raw = None
-    if raw is None:
-        try:
-            candidate = bytes.fromhex(text)
-            if len(candidate) >= MIN_KEY_BYTES:
-                raw = candidate
-        except ValueError:
-            raw = None
-    if raw is None:
-        raw = text.encode()
+    for decode in (_from_hex, _from_base64url):
+        raw = decode(text)
+        if raw is not None and len(raw) >= MIN_KEY_BYTES:
+            return raw
+    raw = text.encode()
     if len(raw) < MIN_KEY_BYTES:
         raise KeyringError(f"key material must carry at least {MIN_KEY_BYTES} bytes; run `python manage.py crewlet_secrets keygen`")
     return raw
+
+
+def _from_hex(text: str) -> bytes | None:
+    return bytes.fromhex(text) if len(text) % 2 == 0 and _HEX.fullmatch(text) else None
+
+
+def _from_base64url(text: str) -> bytes | None:
+    try:
+        raw = base64.urlsafe_b64decode((text + "=" * (-len(text) % 4)).encode())
+    except (binascii.Error, ValueError):
+        return None
+    # Only text that is exactly base64url (it re-encodes to itself), never a passphrase that
+    # merely decodes.
+    return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == text.rstrip("=") else None
 
 
 @dataclass(frozen=True)

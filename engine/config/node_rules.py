@@ -176,7 +176,7 @@ def _secrets_refusals(secrets) -> list[str]:
 
 
 def _material_refusals(i: int, material: str) -> list[str]:
-    """Key material is read as engine.config.keyring reads it: base64url, then hex, else the
+    """Key material is read as engine.config.keyring reads it: hex, then base64url, else the
     text's own UTF-8 bytes; whichever reading applies must give 32 bytes or more."""
     try:
         decode_material(material)

@@ -52,7 +52,7 @@ from engine.node.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
 from engine.node.services import Services, build_services
 from engine.node.watchdog import EXIT_WATCHDOG, Watchdog
 from engine.queue import topics
-from engine.queue.contract import EventQueue, Tuning
+from engine.queue.contract import EventQueue
 from events.envelope import Event, EventData, new
 from events.store import EventStoreWriter
 from events.tracing import trace_of
@@ -69,7 +69,6 @@ log = logging.getLogger("engine.node")
 
 STEP_SECONDS = 10.0     # a drain step's bound on a healthy broker
 CUT_STEP_SECONDS = 1.0  # on a cut drain nothing can be acknowledged: give up on a step quickly
-ACK_WAIT_ENV = "CREWLET_QUEUE_ACK_WAIT_SECONDS"  # tests only: see queue_tuning
 
 
 @dataclass(frozen=True)
@@ -312,8 +311,7 @@ class Node:
         from engine.queue.factory import open_queue
 
         try:
-            self._queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal,
-                                                        tuning=queue_tuning(self.env))
+            self._queue, self.broker = await open_queue(self.cfg, node_id=self.node_id, on_fatal=self._on_queue_fatal)
         except QueueError as exc:
             raise BootError(str(exc)) from None
         if self.writer is not None:
@@ -532,19 +530,7 @@ class Node:
         log.info("node_stopped", extra={"exit_code": self._exit_code})
 
 
-def queue_tuning(env: Mapping[str, str] | None) -> Tuning:
-    """The queue contract's timings. A process test may shorten the ack window -- the backstop
-    that returns a killed node's in-flight mail -- through CREWLET_QUEUE_ACK_WAIT_SECONDS; a
-    node in production keeps the seed's 30 minutes."""
-    raw = (env if env is not None else os.environ).get(ACK_WAIT_ENV)
-    try:
-        return Tuning(ack_wait_seconds=float(raw)) if raw else Tuning()
-    except ValueError:
-        log.warning("queue_tuning_unrecognised", extra={"variable": ACK_WAIT_ENV, "given": raw})
-        return Tuning()
-
-
-async def _bounded(awaitable, seconds: float | None, what: str) -> None:
+async def _bounded(awaitable: Awaitable[Any], seconds: float | None, what: str) -> None:
     """Await a teardown step for at most `seconds` (None: the step bounds itself); a step that
     fails or overruns is logged."""
     try:

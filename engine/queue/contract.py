@@ -15,7 +15,17 @@ Semantics every backend keeps:
   Never a republish.
 - 25 deliveries, then the message is published to `dlq.{topic}.{group}.{digest}` and
   terminated. Each delivery carries `deliveries_left` (0 on the last).
-- The ack window is 30 minutes; the linger is clamped to MAX_LINGER_SECONDS on every read.
+- The ack clock is real, and short: a message fetched and not settled is invisible to every
+  other consumer for the ack window, 60 s, counted from its delivery or from its holder's
+  latest in-progress acknowledgement. The backend sends one for everything an attachment
+  holds every 20 s (a third of the window) -- while a handler runs, while a drain collects
+  and while its partitions wait behind one another -- so handlers never do. A node that dies
+  stops heartbeating and its in-flight mail returns within a minute, rather than after
+  the seed's 30 minutes, which were sized to cover a wait behind a running turn plus one
+  worst-case turn without any heartbeat (seed 000, "The ack clock is real", "The ack
+  budget"). What the window now has to cover is two missed heartbeats. An overrun is still
+  a redelivery, never a loss: it spends one delivery and the completion ledger skips it.
+- The linger is clamped to MAX_LINGER_SECONDS on every read.
 """
 from __future__ import annotations
 
@@ -30,7 +40,14 @@ from events.envelope import Event
 log = logging.getLogger("queue")
 
 MAX_DELIVERIES = 25          # seed 000: sized for handoffs as well as poison
-ACK_WAIT_SECONDS = 30 * 60   # seed 000: a wait behind a running turn plus one worst-case turn
+# The ack window. Kept alive by heartbeats, it bounds how long a dead holder's mail is
+# invisible: a minute, so a crashed turn is re-run within two minutes of its seat being taken
+# again, and close to the 45 s lease TTL after which a successor may take the seat at all.
+ACK_WAIT_SECONDS = 60.0
+# In-progress acknowledgements per window: one every 20 s, so two can be lost or late (a
+# core publish nobody acknowledges; an event loop busy for 40 s) before a live holder's mail
+# is redelivered. Each costs one small message per held message, no store write.
+HEARTBEATS_PER_WINDOW = 3
 NAK_BASE_SECONDS = 1.0       # seed 000: one second, doubling per further failure ...
 NAK_CAP_SECONDS = 30.0       # ... up to thirty: the budget spreads over about ten minutes
 STREAM_INACTIVE_SECONDS = 60.0  # seed 000, "Broadcast Streams": reaped a minute after the caller goes
@@ -61,7 +78,8 @@ class Outcome(enum.Enum):
 
 @dataclass(frozen=True)
 class Tuning:
-    """The contract's timings. Tests may shorten the backoff; they never skip a rule."""
+    """The contract's timings. Tests may shorten them; they never skip a rule, and the
+    conformance suite runs the defaults on the twin's virtual clock."""
 
     max_deliveries: int = MAX_DELIVERIES
     nak_base_seconds: float = NAK_BASE_SECONDS
@@ -72,6 +90,11 @@ class Tuning:
     def nak_delay(self, deliveries: int) -> float:
         """The spacing before redelivery after the `deliveries`-th delivery failed."""
         return min(self.nak_base_seconds * (2 ** max(deliveries - 1, 0)), self.nak_cap_seconds)
+
+    @property
+    def heartbeat_seconds(self) -> float:
+        """How often a backend says the mail it holds is still being worked on."""
+        return self.ack_wait_seconds / HEARTBEATS_PER_WINDOW
 
 
 @dataclass(frozen=True)

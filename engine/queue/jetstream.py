@@ -111,6 +111,8 @@ class JetStreamQueue:
         self._connected = False
         self._closing = False
         self._refused: asyncio.Future | None = None
+        self._heartbeat: asyncio.Task | None = None
+        self.in_progress_sent = 0  # in-progress acknowledgements sent, one per message per beat
 
     # -- connecting -----------------------------------------------------------------------
     @classmethod
@@ -205,6 +207,7 @@ class JetStreamQueue:
         for attachment in list(self._attachments.values()):
             attachment.active = False
             attachment.puller.wake()
+        await self._stop_beating()
         if self._on_closed_for_good is not None:
             try:
                 result = self._on_closed_for_good(reason)
@@ -342,7 +345,20 @@ class JetStreamQueue:
             raise SubscriptionError(f"{group!r} on {topic} is already attached on node {self.node_id}")
         attachment = Attachment(self, topic, group, self._spec(topic).name)
         self._attachments[(topic, group)] = attachment
+        if self._heartbeat is None:
+            self._heartbeat = asyncio.create_task(self._beat(), name=f"jetstream-heartbeat:{self.node_id}")
         return attachment
+
+    async def _beat(self) -> None:
+        """Every `tuning.heartbeat_seconds`, `+WPI` for everything every attachment holds: the
+        ack window then bounds only how long a dead holder's mail stays invisible."""
+        while not self._closing:
+            await asyncio.sleep(self.tuning.heartbeat_seconds)
+            for attachment in list(self._attachments.values()):
+                try:
+                    self.in_progress_sent += await attachment.heartbeat()
+                except Exception:  # a beat that fails must not end the heartbeat
+                    log.exception("jetstream_heartbeat_failed", extra={"topic": attachment.topic})
 
     def forget(self, attachment: Attachment) -> None:
         """An attachment that ended lets go of its place (its consume loop calls this)."""
@@ -478,6 +494,7 @@ class JetStreamQueue:
         for tap in list(self._taps):
             await tap.close()
         self._closing = True
+        await self._stop_beating()
         if not self.nc.is_closed:
             try:
                 await asyncio.wait_for(self.nc.drain(), 10)
@@ -486,3 +503,10 @@ class JetStreamQueue:
                     await self.nc.close()
 
     stop = close
+
+    async def _stop_beating(self) -> None:
+        task, self._heartbeat = self._heartbeat, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -19,6 +19,9 @@ What JetStream decides for the contract here:
 - `deliveries` is the broker's own `num_delivered`, carried in the ack subject, so it
   survives handoffs and restarts; on the last one a failure is dead-lettered here (the body
   to `topics.dlq_subject`, then TERM), with the consumer's MaxDeliver as the backstop.
+- The ack window (AckWait) is kept from running out under a live holder by `+WPI`, the
+  in-progress acknowledgement: `JetStreamQueue`'s heartbeat calls `Attachment.heartbeat`
+  every `tuning.heartbeat_seconds` for everything fetched and not yet settled.
 """
 from __future__ import annotations
 
@@ -346,6 +349,20 @@ class Attachment:
             return
         await msg.term()
         log.error("dead_lettered", extra={**fields, "subject": subject})
+
+    async def heartbeat(self) -> int:
+        """Tell the broker every message this attachment holds is still being worked on (`+WPI`,
+        which restarts its ack window); returns how many were sent. One that cannot be sent is
+        left to the window: the next beat, or the redelivery the window makes, covers it."""
+        sent = 0
+        for msg in list(self._held.values()):
+            try:
+                await msg.in_progress()
+                sent += 1
+            except Exception as exc:
+                log.debug("jetstream_in_progress_failed", extra={"topic": self.topic, "group": self.group,
+                                                                 "error": type(exc).__name__})
+        return sent
 
     async def hand_back_held(self) -> None:
         """Everything fetched and not settled goes back at once (the loop is ending)."""

@@ -213,7 +213,10 @@ class Provisioner:
     # -- consumers --------------------------------------------------------------------------
     async def ensure_consumer(self, stream: str, config: dict) -> dict:
         """Create a durable consumer; an identical one, or one a peer made first under other
-        settings, counts as there. One request: the create is its own existence probe."""
+        settings, counts as there -- except for its ack window, which is moved to this one's
+        (a mailbox an earlier build made under a 30-minute window would otherwise park a
+        crashed turn's mail for half an hour). One request when it is there as asked: the
+        create is its own existence probe."""
         name = config["durable_name"]
         subject = f"{API}.CONSUMER.CREATE.{stream}.{name}"
         if config.get("filter_subject"):
@@ -228,6 +231,14 @@ class Provisioner:
         info = await self.consumer_info(stream, name)
         if info is None:  # deleted between the two: ask again
             return await self.ensure_consumer(stream, config)
+        current = info.get("config") or {}
+        if "ack_wait" not in config or current.get("ack_wait") == config["ack_wait"]:
+            return info
+        info = await self.create(subject, {"stream_name": stream, "config": {**current, "ack_wait": config["ack_wait"]},
+                                           "action": "update"},
+                                 f"update consumer {name}", "jetstream_consumer_slow", **fields)
+        log.info("jetstream_consumer_updated", extra={**fields, "ack_wait_seconds": config["ack_wait"] / NANOS,
+                                                      "was_seconds": (current.get("ack_wait") or 0) / NANOS})
         return info
 
     async def consumer_info(self, stream: str, name: str) -> dict | None:

@@ -8,28 +8,37 @@ dead-letter stream, publish de-duplication and the topic-filtered publish hook b
 broadcast streams. `MemoryBroker.client(node_id)` makes one `MemoryQueue` (the EventQueue
 contract, in `memory_consume.py`) per simulated node.
 
-What the twin models differently from JetStream, on purpose:
-- The NAK backoff is virtual: a failed message goes to the back of the mailbox, behind
-  never-delivered mail, with no timer -- the order production gives, dispatched inline.
-  A drain collecting after its first message passes over a failure still backing off, as
-  a real backoff outlasts a collection (see `MemoryBroker.take`).
+Its timers run on a `Clock` (`clock.py`): real seconds by default, or a `VirtualClock` the
+conformance suite moves by hand, so the product's own spacing and ack window are certified
+on the twin without waiting them out (seed 000: "the in-memory twin models the backoff
+virtually"). The seed's twin modelled the backoff with no timer at all, a failure simply
+going to the back of the mailbox; a timer on a virtual clock keeps the order that gave and
+certifies the spacing too, which the order alone could not. As JetStream does:
+- A NAK's backoff is a timer: the failure is invisible for `tuning.nak_delay(deliveries)`
+  while never-delivered mail is served, then joins the redelivery queue. Failures of one
+  partition NAK'd together share one timer and come back together.
+- The ack clock is real: a message in flight longer than `tuning.ack_wait_seconds` since its
+  delivery or its holder's last in-progress acknowledgement goes to the redelivery queue, and
+  its next delivery counts. A client heartbeats what its attachments hold every
+  `tuning.heartbeat_seconds`, as the JetStream client sends `+WPI`.
 - Immediate returns (DEFER, a handed-back drain, a detached or stopped client's in-flight
-  mail) join a redelivery queue served before the mailbox, in the order they were returned,
-  as the broker serves an immediate NAK before new mail.
-- A stopped client's ack clock is modelled as already expired: its in-flight mail returns
-  the moment it closes. A live client's in-flight mail is never timed out by the twin.
+  mail) join the redelivery queue, served before the mailbox in the order they were
+  returned, as the broker serves an immediate NAK before new mail.
+What the twin models on purpose rather than by timer: a client that closes hands its
+in-flight mail back at once, as the JetStream client's close does; one that is severed (a
+process that died) hands back nothing, and its mail returns when its ack clock runs out.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, NamedTuple
 
 from engine.queue import topics
 from engine.queue.broadcast import BufferedTap
+from engine.queue.clock import Clock, MonotonicClock, Timer
 from engine.queue.contract import STREAM_BUFFER, StreamHandler, SubscriptionError, Tuning
 from events.envelope import Event
 from events.errors import EventDecodeError
@@ -53,12 +62,10 @@ class StoredMessage:
 
 
 class Taken(NamedTuple):
-    """A message handed to a consumer: its count after this delivery, and the stamp of the
-    failure it is returning from (0 when it never failed on this subscription)."""
+    """A message handed to a consumer, and its count after this delivery."""
 
     message: StoredMessage
     deliveries: int
-    backoff: int
 
 
 @dataclass(frozen=True)
@@ -114,7 +121,8 @@ class Stream:
 @dataclass
 class Durable:
     """One durable subscription (a mailbox): never-delivered mail, the redelivery queue served
-    before it, what is in flight and with whom, and each message's delivery count."""
+    before it, what is in flight and with whom (and its ack timer), what is backing off (and
+    its backoff timer), and each message's delivery count."""
 
     topic: str
     group: str
@@ -122,8 +130,9 @@ class Durable:
     mailbox: deque[int] = field(default_factory=deque)
     redeliver: deque[int] = field(default_factory=deque)
     in_flight: dict[int, object] = field(default_factory=dict)
+    ack_timers: dict[int, Timer] = field(default_factory=dict)
+    backing_off: dict[int, Timer] = field(default_factory=dict)
     deliveries: dict[int, int] = field(default_factory=dict)
-    backing_off: dict[int, int] = field(default_factory=dict)  # seq -> the stamp of its failure
     signal: Signal = field(default_factory=Signal)
     deleted: bool = False
 
@@ -138,8 +147,8 @@ class Durable:
         return seq in self.deliveries
 
     def retained(self) -> list[int]:
-        """In-flight first, then the order the mailbox would serve."""
-        return sorted(self.in_flight) + list(self.redeliver) + list(self.mailbox)
+        """In-flight first, then the order the mailbox would serve, then what is backing off."""
+        return sorted(self.in_flight) + list(self.redeliver) + list(self.mailbox) + sorted(self.backing_off)
 
 
 class Tap(BufferedTap):
@@ -167,10 +176,12 @@ class MemoryBroker:
         self,
         tuning: Tuning = Tuning(),
         *,
+        clock: Clock | None = None,
         dedupe_window_seconds: float = DEDUPE_WINDOW_SECONDS,
         event_retention_hours: float = topics.EVENT_RETENTION_HOURS_DEFAULT,
     ) -> None:
         self.tuning = tuning
+        self.clock: Clock = clock if clock is not None else MonotonicClock()
         self.dedupe_window_seconds = dedupe_window_seconds
         self.event_retention_hours = event_retention_hours
         self._streams: dict[str, Stream] = {}
@@ -179,7 +190,6 @@ class MemoryBroker:
         self._dead: list[DeadLetter] = []
         self._clients: list["MemoryQueue"] = []
         self._seq = 0
-        self._failures = 0  # stamps each NAK, ordering the virtual backoffs
 
     # -- clients ------------------------------------------------------------------------
     def client(self, node_id: str) -> "MemoryQueue":
@@ -214,7 +224,7 @@ class MemoryBroker:
         covering subscription, which the broker acknowledges all the same."""
         topics.validate_subject(subject)
         stream = self._stream_of(subject)
-        now = time.monotonic()
+        now = self.clock.now()
         if dedupe_id is not None:
             cutoff = now - self.dedupe_window_seconds
             stream.dedupe = {k: t for k, t in stream.dedupe.items() if t > cutoff}
@@ -260,7 +270,10 @@ class MemoryBroker:
         """Durable no longer holds seq; an interest stream forgets a message nobody holds."""
         durable.deliveries.pop(seq, None)
         durable.in_flight.pop(seq, None)
-        durable.backing_off.pop(seq, None)
+        for timers in (durable.ack_timers, durable.backing_off):
+            timer = timers.pop(seq, None)
+            if timer is not None:
+                timer.cancel()
         for queue in (durable.mailbox, durable.redeliver):
             try:
                 queue.remove(seq)
@@ -323,69 +336,111 @@ class MemoryBroker:
         return sum(1 for seq in durable.retained() if seq in durable.stream.messages)
 
     # -- delivery -----------------------------------------------------------------------
-    def take(self, durable: Durable, holder: object, *, expired_through: int | None = None) -> Taken | None:
+    def take(self, durable: Durable, holder: object) -> Taken | None:
         """The next message for holder (redeliveries first), counted as one delivery and in
-        flight with holder until it is settled; None when nothing is waiting.
-
-        `expired_through` is given by a drain collecting after its first message, as that
-        message's `backoff` stamp. The collection passes over a failure whose virtual backoff
-        is still running -- one stamped later -- and it keeps its place: in production a
-        backoff outlasts the collection of the mail that was waiting when it failed, so that
-        mail is drained without it and the failure follows in a later drain, while failures
-        of one partition come back together."""
+        flight with holder, on its ack clock, until it is settled; None when nothing is
+        waiting. A failure still backing off is in neither queue, so a drain collecting
+        passes over it, as a real backoff outlasts the collection of the mail that was
+        waiting when it failed."""
         if durable.deleted:
             return None
         for queue in (durable.redeliver, durable.mailbox):
-            for seq in list(queue):
-                if expired_through is not None and durable.backing_off.get(seq, 0) > expired_through:
-                    continue
-                queue.remove(seq)
+            while queue:
+                seq = queue.popleft()
                 message = durable.stream.messages.get(seq)
                 if message is None:  # a limits stream let it go meanwhile
                     self._unreference(durable, seq)
                     continue
-                backoff = durable.backing_off.pop(seq, 0)
                 durable.deliveries[seq] += 1
                 durable.in_flight[seq] = holder
-                return Taken(message, durable.deliveries[seq], backoff)
+                self._start_ack_clock(durable, seq, holder)
+                return Taken(message, durable.deliveries[seq])
         return None
 
-    def ack(self, durable: Durable, seqs: Iterable[int]) -> None:
-        for seq in seqs:
-            if seq in durable.in_flight:
-                self._unreference(durable, seq)
+    def _start_ack_clock(self, durable: Durable, seq: int, holder: object) -> None:
+        previous = durable.ack_timers.pop(seq, None)
+        if previous is not None:
+            previous.cancel()
+        when = self.clock.now() + self.tuning.ack_wait_seconds
+        durable.ack_timers[seq] = self.clock.call_at(when, lambda: self._ack_window_passed(durable, seq, holder))
 
-    def nak(self, durable: Durable, seqs: Iterable[int]) -> None:
-        """A failure: back of the mailbox, behind never-delivered mail (the virtual backoff),
-        unless that was its last delivery."""
-        self._return(durable, seqs, durable.mailbox, backing_off=True)
+    def _ack_window_passed(self, durable: Durable, seq: int, holder: object) -> None:
+        """Nobody acknowledged seq, nor said it was in progress, for the whole ack window: it goes
+        to the redelivery queue and its next delivery counts. On its last delivery the broker's
+        MaxDeliver backstop stops delivering it instead (nobody is there to dead-letter it)."""
+        if durable.in_flight.get(seq) is not holder:
+            return
+        del durable.in_flight[seq]
+        durable.ack_timers.pop(seq, None)
+        fields = {"topic": durable.topic, "group": durable.group, "deliveries": durable.deliveries.get(seq, 0)}
+        if durable.deliveries.get(seq, 0) >= self.tuning.max_deliveries:
+            log.error("ack_window_passed_on_last_delivery", extra=fields)
+            self._unreference(durable, seq)
+            return
+        log.warning("ack_window_passed", extra=fields)
+        durable.redeliver.append(seq)
+        durable.signal.fire()
 
-    def give_back(self, durable: Durable, seqs: Iterable[int]) -> None:
+    def in_progress(self, durable: Durable, holder: object) -> int:
+        """Restart the ack clock of everything holder has in flight (JetStream's `+WPI`);
+        returns how many messages that was."""
+        held = [seq for seq, h in durable.in_flight.items() if h is holder]
+        for seq in held:
+            self._start_ack_clock(durable, seq, holder)
+        return len(held)
+
+    def _held_by(self, durable: Durable, seqs: Iterable[int], holder: object) -> list[int]:
+        """The seqs holder still holds: a settle for a message whose ack window passed is stale."""
+        return [seq for seq in seqs if durable.in_flight.get(seq) is holder]
+
+    def ack(self, durable: Durable, seqs: Iterable[int], holder: object) -> None:
+        for seq in self._held_by(durable, seqs, holder):
+            self._unreference(durable, seq)
+
+    def nak(self, durable: Durable, seqs: Iterable[int], holder: object) -> None:
+        """A failure: invisible for its backoff while never-delivered mail is served, then back
+        on the redelivery queue -- unless that was its last delivery. Messages whose backoff
+        ends at one instant share one timer, so a failed partition comes back together."""
+        due: dict[float, list[int]] = {}
+        now = self.clock.now()
+        for seq in self._returnable(durable, self._held_by(durable, seqs, holder)):
+            due.setdefault(now + self.tuning.nak_delay(durable.deliveries[seq]), []).append(seq)
+        for when, group in due.items():
+            timer = self.clock.call_at(when, lambda group=group: self._backoff_over(durable, group))
+            for seq in group:
+                durable.backing_off[seq] = timer
+
+    def _backoff_over(self, durable: Durable, seqs: list[int]) -> None:
+        returned = [seq for seq in seqs if durable.backing_off.pop(seq, None) is not None]
+        if returned:
+            durable.redeliver.extend(returned)
+            durable.signal.fire()
+
+    def give_back(self, durable: Durable, seqs: Iterable[int], holder: object) -> None:
         """An immediate return (DEFER, a handed-back drain, a detach): served before new mail,
         unless that was its last delivery."""
-        self._return(durable, seqs, durable.redeliver, backing_off=False)
+        returned = self._returnable(durable, self._held_by(durable, seqs, holder))
+        durable.redeliver.extend(returned)
+        if returned:
+            durable.signal.fire()
 
     def give_back_held(self, durable: Durable, holder: object) -> None:
         """Everything holder still has in flight goes back with its count."""
-        self.give_back(durable, sorted(s for s, h in durable.in_flight.items() if h is holder))
+        self.give_back(durable, sorted(s for s, h in durable.in_flight.items() if h is holder), holder)
 
-    def _return(self, durable: Durable, seqs: Iterable[int], queue: deque[int], *, backing_off: bool) -> None:
-        returned = False
-        if backing_off:
-            self._failures += 1
+    def _returnable(self, durable: Durable, seqs: list[int]) -> list[int]:
+        """Take seqs out of flight; those on their last delivery are dead-lettered instead."""
+        out = []
         for seq in seqs:
-            if seq not in durable.in_flight:
-                continue
             if durable.deliveries[seq] >= self.tuning.max_deliveries:
                 self.dead_letter(durable, seq, "max_deliveries")
                 continue
             del durable.in_flight[seq]
-            queue.append(seq)
-            if backing_off:
-                durable.backing_off[seq] = self._failures
-            returned = True
-        if returned:
-            durable.signal.fire()
+            timer = durable.ack_timers.pop(seq, None)
+            if timer is not None:
+                timer.cancel()
+            out.append(seq)
+        return out
 
     def dead_letter(self, durable: Durable, seq: int, reason: str) -> None:
         """Publish the message's bytes to its dead-letter subject and terminate it. A message

@@ -6,7 +6,10 @@ One client is one simulated node. It JSON-round-trips everything it carries, so 
 types travel losslessly and nothing a handler gets shares identity with what was published.
 Each attachment is one consume loop (an asyncio task) that fetches one message, or one drain,
 only when it is ready to run it: a quiesced, paused, held or detached attachment fetches
-nothing, so it holds no mail.
+nothing, so it holds no mail. While it holds mail -- a handler running, a drain collecting
+or waiting behind a partition -- the client's heartbeat keeps that mail's ack clock from
+running out, every `tuning.heartbeat_seconds` on the broker's clock, as the JetStream client
+sends `+WPI`; so seat code never acknowledges progress itself.
 """
 from __future__ import annotations
 
@@ -37,6 +40,7 @@ from events.envelope import Event
 from events.errors import EventDecodeError
 
 if TYPE_CHECKING:
+    from engine.queue.clock import Timer
     from engine.queue.memory import Durable, MemoryBroker, StoredMessage, Taken
 
 log = logging.getLogger("queue.memory")
@@ -72,6 +76,9 @@ class MemoryQueue:
         self._paused: set[Key] = set()
         self._streams: list[StreamSubscription] = []
         self._closed = False
+        self._severed = False
+        self._heartbeat: "Timer | None" = None
+        self.in_progress_sent = 0  # in-progress acknowledgements made, one per message per beat
 
     @property
     def broker(self) -> "MemoryBroker":
@@ -146,12 +153,31 @@ class MemoryQueue:
             raise SubscriptionError(f"{group!r} on {topic} is already attached on node {self.node_id}")
         attachment = Attachment(self._broker.ensure(topic, group), mode)
         self._attachments[(topic, group)] = attachment
+        if self._heartbeat is None:
+            self._beat_later()
         return attachment
 
     async def ping(self, timeout: float) -> bool:
         """In process there is no server to stop answering: True until the client is closed."""
         await asyncio.sleep(0)
         return not self._closed
+
+    # -- the heartbeat ----------------------------------------------------------------------
+    def _beat_later(self) -> None:
+        clock = self._broker.clock
+        self._heartbeat = clock.call_at(clock.now() + self.tuning.heartbeat_seconds, self._beat)
+
+    def _beat(self) -> None:
+        """Say every message this client's attachments hold is still being worked on."""
+        if self._closed:
+            return
+        for attachment in list(self._attachments.values()):
+            self.in_progress_sent += self._broker.in_progress(attachment.durable, attachment)
+        self._beat_later()
+
+    def _stop_beating(self) -> None:
+        if self._heartbeat is not None:
+            self._heartbeat.cancel()
 
     def is_attached(self, topic: str, group: str) -> bool:
         return (topic, group) in self._attachments
@@ -263,6 +289,7 @@ class MemoryQueue:
         if self._closed:
             return
         self._closed = True
+        self._stop_beating()
         for topic, group in list(self._attachments):
             await self.detach(topic, group)
         for stream in self._streams:
@@ -271,6 +298,26 @@ class MemoryQueue:
         self._broker.forget_client(self)
 
     stop = close
+
+    async def sever(self) -> None:
+        """This node's process died: its loops stop where they are, nothing is settled or
+        handed back and nothing more is heartbeated, so its in-flight mail returns only when
+        its ack clock runs out -- what a SIGKILL leaves on a real broker."""
+        if self._closed:
+            return
+        self._closed = self._severed = True
+        self._stop_beating()
+        tasks = [a.task for a in self._attachments.values() if a.task is not None]
+        for attachment in self._attachments.values():
+            attachment.active = False
+        self._attachments.clear()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for stream in self._streams:
+            await stream.close()
+        self._streams.clear()
+        self._broker.forget_client(self)
 
     # -- consume loops --------------------------------------------------------------------
     async def _next(self, attachment: Attachment) -> "Taken | None":
@@ -320,12 +367,18 @@ class MemoryQueue:
     def _settle(self, attachment: Attachment, seqs: list[int], outcome: Outcome) -> None:
         durable = attachment.durable
         if outcome is Outcome.ACK:
-            self._broker.ack(durable, seqs)
+            self._broker.ack(durable, seqs, attachment)
         elif outcome is Outcome.NAK:
-            self._broker.nak(durable, seqs)
+            self._broker.nak(durable, seqs, attachment)
         else:  # DEFER: back at the head at the cost of a delivery, and stop fetching
             attachment.quiesced = True
-            self._broker.give_back(durable, seqs)
+            self._broker.give_back(durable, seqs, attachment)
+
+    def _let_go(self, attachment: Attachment) -> None:
+        """A loop ending hands back what it held -- unless the process died (`sever`)."""
+        if not self._severed:
+            self._broker.give_back_held(attachment.durable, attachment)
+        self._forget(attachment)
 
     async def _consume_one(self, attachment: Attachment, handler: Handler) -> None:
         try:
@@ -340,16 +393,14 @@ class MemoryQueue:
                 outcome = await self._outcome(attachment, handler, delivery)
                 self._settle(attachment, [message.seq], outcome)
         finally:
-            self._broker.give_back_held(attachment.durable, attachment)
-            self._forget(attachment)
+            self._let_go(attachment)
 
     async def _consume_batches(self, attachment: Attachment, options: OptionsSource, handler: BatchHandler) -> None:
         try:
             while await self.drain_once(attachment, options, handler):
                 pass
         finally:
-            self._broker.give_back_held(attachment.durable, attachment)
-            self._forget(attachment)
+            self._let_go(attachment)
 
     def _forget(self, attachment: Attachment) -> None:
         if self._attachments.get(attachment.key) is attachment:
@@ -362,14 +413,12 @@ class MemoryQueue:
         if first is None:
             return False
         options = read_options(options_source)  # every drain, so a hot reload applies
-        taken = [first] + await self._collect(
-            attachment, options.effective_max_batch - 1, options.effective_linger, first.backoff
-        )
+        taken = [first] + await self._collect(attachment, options.effective_max_batch - 1, options.effective_linger)
         durable = attachment.durable
         if not self._ready(attachment):
             # A pause, hold, quiesce or detach taken during collection: the whole drain goes back
             # rather than flushing past it, each message at the cost of the delivery it had.
-            self._broker.give_back(durable, [t.message.seq for t in taken])
+            self._broker.give_back(durable, [t.message.seq for t in taken], attachment)
             return True
         deliveries: list[Delivery] = []
         seq_of: dict[int, int] = {}
@@ -383,22 +432,21 @@ class MemoryQueue:
             if not self._ready(attachment):
                 # Stopped between partitions: the undispatched ones go back the same way.
                 rest = sorted(seq_of[id(d)] for b in batches[index:] for d in b.deliveries)
-                self._broker.give_back(durable, rest)
+                self._broker.give_back(durable, rest, attachment)
                 break
             outcome = await self._outcome(attachment, handler, batch)
             self._settle(attachment, sorted(seq_of[id(d)] for d in batch.deliveries), outcome)
         return True
 
-    async def _collect(self, attachment: Attachment, room: int, linger: float, expired_through: int) -> "list[Taken]":
+    async def _collect(self, attachment: Attachment, room: int, linger: float) -> "list[Taken]":
         """Everything immediately available plus what arrives within linger, up to room;
-        stops early when the attachment stops being ready. Failures whose virtual backoff
-        outlasts the first message's are left for a later drain (see `MemoryBroker.take`)."""
+        stops early when the attachment stops being ready."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + linger
         taken: list[Taken] = []
         durable = attachment.durable
         while len(taken) < room and self._ready(attachment):
-            next_one = self._broker.take(durable, attachment, expired_through=expired_through)
+            next_one = self._broker.take(durable, attachment)
             if next_one is not None:
                 taken.append(next_one)
                 continue

@@ -2,11 +2,13 @@
 every refusal naming its field."""
 from __future__ import annotations
 
+import base64
 import socket
 
 import pytest
 
 from engine.config import ConfigError, load_node_config, parse_node_config
+from engine.keyring import Key, Keyring
 from tests.config.conftest import EXAMPLE_ENV, EXAMPLES, KEY, REMOVE, node_problems, node_text, refusal_at
 
 CLUSTER = {"name": "crewlet", "port": 6222, "host": "10.0.0.11",
@@ -228,9 +230,16 @@ def test_key_material_under_32_bytes_is_refused_without_showing_it(material):
     assert "at least 32 bytes" in problem and (not material or material not in problem)
 
 
-@pytest.mark.parametrize("material", [KEY, "ab" * 32, "a plain passphrase of thirty-two bytes!"])
-def test_key_material_as_base64url_hex_or_plain_text_of_32_bytes_is_accepted(material):
-    parse_node_config(node_text(secrets={"keys": [{"id": "k1", "material": material}]}), env={})
+@pytest.mark.parametrize("material,secret", [
+    (KEY, base64.urlsafe_b64decode(KEY + "=" * (-len(KEY) % 4))),
+    ("ab" * 32, b"\xab" * 32),
+    ("a plain passphrase of thirty-two bytes!", b"a plain passphrase of thirty-two bytes!"),
+], ids=["base64url", "hex", "plain text"])
+def test_key_material_as_base64url_hex_or_plain_text_of_32_bytes_is_accepted(material, secret):
+    cfg = parse_node_config(node_text(secrets={"keys": [{"id": "k1", "material": material}]}), env={})
+    keyring = Keyring.from_config(cfg.secrets)
+    assert keyring.key_ids == ["k1"]
+    assert keyring.derive("probe") == Keyring([Key("k1", secret)], "k1").derive("probe")
 
 
 def test_a_node_with_no_log_destination_is_refused():

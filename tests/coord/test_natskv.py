@@ -64,10 +64,11 @@ async def test_a_stock_kv_client_reads_what_the_store_wrote_and_back(server):
 async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_returns(tmp_path):
     from engine.coord.contract import Unavailable
     from tests.coord.conftest import NatsServer
-    from tests.node.harness import free_port
+    from tests.ports import PortHold
     from tests.queue.waiting import eventually
 
-    server = NatsServer(tmp_path / "fixed", "natskv-link", port=free_port())
+    hold = PortHold()  # a fixed port, so the client redials the same address once it is back
+    server = NatsServer(tmp_path / "fixed", "natskv-link", port=hold.port)
     await server.start()
     store = await NatsKVCoord.connect(server.client_url, server.token, timeout=1.0)
     try:

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from tests.fleet.servers import Cluster
-from tests.node.harness import NodeProcess, eventually, free_port
+from tests.node.harness import NodeProcess, eventually
+from tests.ports import PortHold
 
 TTL = 4  # seconds: a node that stops renewing hands its seats on this quickly (the default, 45, has its own test)
 
@@ -65,7 +66,8 @@ class EmbeddedFleet(Fleet):
 
     def __init__(self, home: Path, size: int = 3, **kwargs) -> None:
         super().__init__(home, size, **kwargs)
-        self.routes = [free_port() for _ in self.nodes]
+        self.route_holds = [PortHold() for _ in self.nodes]  # each member's route port, kept for it across restarts
+        self.routes = [hold.port for hold in self.route_holds]
 
     def stream_block(self, index: int) -> str:
         peers = ", ".join(f'"nats://127.0.0.1:{p}"' for j, p in enumerate(self.routes) if j != index)

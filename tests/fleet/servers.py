@@ -24,7 +24,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from engine.queue.broker import nats_server_binary
-from tests.node.harness import eventually, free_port
+from tests.node.harness import eventually
+from tests.ports import PortHold
 
 MAX_PAYLOAD = 8 * 1024 * 1024  # seed 002: every server a node dials carries 8 MiB
 
@@ -155,8 +156,11 @@ class NatsServer:
         self.home = home
         self.name = name
         self.block = block
-        self.port = port or free_port()
-        self.monitor_port = free_port()
+        # Held for the server's whole life in the test (tests/ports.py), so a member restarted
+        # under the fleet comes back on the number its peers and the nodes' URL lists name.
+        self.holds = [PortHold() for _ in range(1 if port else 2)]
+        self.port = port or self.holds[-1].port
+        self.monitor_port = self.holds[0].port
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -204,7 +208,8 @@ class Cluster:
     """Three nats-servers routed to each other: an operator's own JetStream cluster."""
 
     def __init__(self, home: Path, name: str = "ext", size: int = 3) -> None:
-        routes = [free_port() for _ in range(size)]
+        self.route_holds = [PortHold() for _ in range(size)]
+        routes = [hold.port for hold in self.route_holds]
         self.servers = []
         for i in range(size):
             peers = ", ".join(f'"nats://127.0.0.1:{p}"' for j, p in enumerate(routes) if j != i)

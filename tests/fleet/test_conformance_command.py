@@ -13,7 +13,8 @@ import pytest
 
 from engine.management.conformance import ConformanceError, Target, certify, table
 from tests.node.external import ExternalNats
-from tests.node.harness import ROOT, clean_env, free_port
+from tests.node.harness import ROOT, clean_env
+from tests.ports import PortHold
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -76,6 +77,7 @@ def test_a_file_that_cannot_be_opened_is_refused_naming_its_flag(tmp_path):
 
 
 def test_a_deployment_nobody_answers_at_is_named_once_not_failed_case_by_case():
-    url = f"nats://127.0.0.1:{free_port()}"
+    hold = PortHold()  # held, nobody listening: nothing answers there
+    url = f"nats://127.0.0.1:{hold.port}"
     with pytest.raises(ConformanceError, match=f"^--url: .*could not reach {url}"):
         certify(Target(url=url), select="publish")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from tests.fleet.servers import NatsServer, Operator, Pki, tls_server
-from tests.node.harness import free_port
+from tests.ports import PortHold
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -55,7 +55,8 @@ def test_a_node_signs_in_with_a_credentials_file_through_a_url_list(nodes, tmp_p
     server = NatsServer(tmp_path / "nats", "accounts", operator.server_block()).start()
     try:
         creds = operator.credentials("engine")
-        silent = f"nats://127.0.0.1:{free_port()}"  # nobody listens: the client goes on to the next URL
+        hold = PortHold()  # held, nobody listening: a dial there is refused and the client goes on to the next URL
+        silent = f"nats://127.0.0.1:{hold.port}"
         node = nodes("node-1")
         node.start(stream=f'{{type: nats, url: "{silent},{server.url}", credentials: "{creds}"}}', coordination="embedded-kv")
         health = node.wait_ready()

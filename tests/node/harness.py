@@ -1,11 +1,12 @@
 """Real node processes for tests: `python manage.py crewlet_node` with a config written to a
-temporary directory, a free port on 127.0.0.1, and helpers to read its probes and its log."""
+temporary directory, a port on 127.0.0.1 held for it from the moment it is chosen until the
+node object goes (tests/ports.py: no other process can take it between the choice and the
+node's bind, nor while the node restarts), and helpers to read its probes and its log."""
 from __future__ import annotations
 
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ import urllib.request
 from email.message import Message
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.ports import PortHold
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = "bm9kZS10ZXN0LWtleS1tYXRlcmlhbC0wMTIzNDU2Nzg5YWI"
@@ -32,12 +35,6 @@ org:
     - {handle: bob, kind: agent, role: engineer, reports_to: maya}
     - {handle: carol, kind: agent, role: pm, reports_to: maya}
 """
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def node_config(home: Path, node_id: str, port: int, *, stream: str | None = None, coordination: str | None = None,
@@ -69,10 +66,21 @@ logging: {{level: debug, format: json}}
 class NodeProcess:
     home: Path
     node_id: str = "node-1"
-    port: int = field(default_factory=free_port)
+    port: int = 0  # 0: a port this object holds for the node's api.port, for as long as it lives
     proc: subprocess.Popen | None = None
     log_path: Path | None = None
     program: str = "manage.py"  # a benchmark may start the node through a launcher of its own
+    holds: list[PortHold] = field(default_factory=list, repr=False)
+
+    def __post_init__(self) -> None:
+        if not self.port:
+            self.port = self.hold_port()
+
+    def hold_port(self) -> int:
+        """A port held for this node (see tests/ports.py) until the object goes."""
+        hold = PortHold()
+        self.holds.append(hold)
+        return hold.port
 
     @property
     def base(self) -> str:

@@ -41,6 +41,7 @@ def test_a_broker_that_dies_after_the_boot_ends_the_node_with_69(nodes):
 def test_a_port_already_taken_fails_the_boot_at_once_naming_the_address(nodes):
     node = nodes("node-1")
     with socket.socket() as holder:
+        holder.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # beside the harness's own hold on it
         holder.bind(("127.0.0.1", node.port))
         holder.listen(1)
         node.start()

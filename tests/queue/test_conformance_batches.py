@@ -5,23 +5,26 @@ drain back, options read every drain; "Delivery Semantics": per-message and per-
 budget). Every case runs against both backends."""
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 
-from engine.queue.contract import MAX_DELIVERIES, BatchOptions, Outcome
-from tests.queue.recording import GROUP, INBOX, BatchRecorder, Recorder, label, probe
+from engine.queue.contract import BatchOptions, Outcome
+from tests.queue.recording import BUDGET, GROUP, INBOX, BatchRecorder, Recorder, label, probe
 from tests.queue.waiting import eventually, throughout
 
 pytestmark = pytest.mark.timeout(30)
 
-# Spacing, not waiting: a publish that must arrive after a drain began its collection. The
-# linger it lands in is far longer, so only the order of the two matters.
-SPACING = 0.3
-
 
 async def _pending(queue, n: int) -> bool:
     return await queue.pending(INBOX, GROUP) == n
+
+
+async def _collecting(backend, queue, n: int) -> None:
+    """Until the drain has taken `n` messages and is lingering for more: a publish after this
+    arrives during its collection."""
+    async def taken() -> bool:
+        return await backend.in_flight(queue, INBOX, GROUP) == n
+
+    await eventually(taken, message=f"the drain to be collecting with {n} taken")
 
 
 async def test_a_batch_reports_per_message_and_per_batch_headroom_at_mixed_counts(backend):
@@ -45,21 +48,21 @@ async def test_a_batch_reports_per_message_and_per_batch_headroom_at_mixed_count
     conversation = next(x for x in seen.batches if x.key == "k")
     assert [label(e) for e in conversation.events] == ["old", "new"]
     assert [d.deliveries for d in conversation.deliveries] == [3, 1]
-    assert [d.deliveries_left for d in conversation.deliveries] == [MAX_DELIVERIES - 3, MAX_DELIVERIES - 1]
-    assert conversation.headroom == MAX_DELIVERIES - 3
+    assert [d.deliveries_left for d in conversation.deliveries] == [BUDGET - 3, BUDGET - 1]
+    assert conversation.headroom == BUDGET - 3
     lone = next(x for x in seen.batches if x.key == "j")
-    assert lone.headroom == MAX_DELIVERIES - 1
+    assert lone.headroom == BUDGET - 1
 
 
-async def test_linger_collects_arrivals_within_the_window(queue):
+async def test_linger_collects_arrivals_within_the_window(backend, queue):
     await queue.ensure_subscription(INBOX, GROUP)
     seen = BatchRecorder()
     # The cap, not the 30 s linger, ends this drain, so the case never waits the linger out.
     await queue.subscribe_batch(INBOX, GROUP, BatchOptions(linger_seconds=30, max_batch=3), seen)
     await queue.publish(INBOX, probe("m1", key="k", at=1))
-    await asyncio.sleep(SPACING)
+    await _collecting(backend, queue, 1)
     await queue.publish(INBOX, probe("m2", key="k", at=2))
-    await asyncio.sleep(SPACING)
+    await _collecting(backend, queue, 2)
     await queue.publish(INBOX, probe("m3", key="k", at=3))
     await eventually(lambda: seen.batches)
     assert seen.shapes == [["m1", "m2", "m3"]]
@@ -168,14 +171,14 @@ async def test_a_failed_partition_comes_back_behind_newer_mail_of_its_conversati
     assert seen.batches[2].deliveries[0].deliveries == 2
 
 
-async def test_a_hold_taken_during_collection_hands_the_drain_back(queue):
+async def test_a_hold_taken_during_collection_hands_the_drain_back(backend, queue):
     await queue.ensure_subscription(INBOX, GROUP)
     seen = BatchRecorder()
     options = {"now": BatchOptions(linger_seconds=30, max_batch=10)}
     await queue.subscribe_batch(INBOX, GROUP, lambda: options["now"], seen)
     await queue.publish(INBOX, probe("m1", key="k", at=1))
     await queue.publish(INBOX, probe("m2", key="k", at=2))
-    await asyncio.sleep(SPACING)  # the drain is collecting, lingering for more
+    await _collecting(backend, queue, 2)  # lingering for more
     await queue.hold(INBOX, GROUP, "sandbox")
     options["now"] = BatchOptions(linger_seconds=0, max_batch=10)  # so the next drain need not linger
     await throughout(lambda: not seen.batches, message="a drain was flushed past a hold")
@@ -187,13 +190,13 @@ async def test_a_hold_taken_during_collection_hands_the_drain_back(queue):
     assert [d.deliveries for d in seen.batches[0].deliveries] == [2, 2]
 
 
-async def test_a_pause_taken_during_collection_hands_the_drain_back(queue):
+async def test_a_pause_taken_during_collection_hands_the_drain_back(backend, queue):
     await queue.ensure_subscription(INBOX, GROUP)
     seen = BatchRecorder()
     options = {"now": BatchOptions(linger_seconds=30, max_batch=10)}
     await queue.subscribe_batch(INBOX, GROUP, lambda: options["now"], seen)
     await queue.publish(INBOX, probe("m1", key="k", at=1))
-    await asyncio.sleep(SPACING)
+    await _collecting(backend, queue, 1)
     await queue.pause_delivery(INBOX, GROUP)
     options["now"] = BatchOptions(linger_seconds=0, max_batch=10)
     await throughout(lambda: not seen.batches, message="a drain was flushed past a pause")

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from engine.queue import topics
-from engine.queue.contract import MAX_DELIVERIES, BatchOptions, Outcome
-from tests.queue.recording import GROUP, INBOX, BatchRecorder, Recorder, label, probe
+from engine.queue.contract import BatchOptions, Outcome
+from tests.queue.recording import BUDGET, GROUP, INBOX, BatchRecorder, Recorder, label, probe
 from tests.queue.waiting import eventually, throughout
 
 pytestmark = pytest.mark.timeout(60)
@@ -33,11 +33,11 @@ async def test_the_25th_failed_delivery_dead_letters_and_nothing_loops(queue):
     sent = await queue.publish(INBOX, probe("poison"))
     seen = Recorder(lambda d: Outcome.NAK)
     await queue.subscribe(INBOX, GROUP, seen)
-    await eventually(lambda: len(seen.deliveries) == MAX_DELIVERIES, timeout=45)
+    await eventually(lambda: len(seen.deliveries) == BUDGET, timeout=45)
     await eventually(lambda: _pending(queue, 0))
-    await throughout(lambda: len(seen.deliveries) == MAX_DELIVERIES, message="delivered past the budget")
-    assert [d.deliveries for d in seen.deliveries] == list(range(1, MAX_DELIVERIES + 1))
-    assert [d.deliveries_left for d in seen.deliveries] == list(range(MAX_DELIVERIES - 1, -1, -1))
+    await throughout(lambda: len(seen.deliveries) == BUDGET, message="delivered past the budget")
+    assert [d.deliveries for d in seen.deliveries] == list(range(1, BUDGET + 1))
+    assert [d.deliveries_left for d in seen.deliveries] == list(range(BUDGET - 1, -1, -1))
     assert seen.deliveries[-1].last
 
     inspector = await _read_dead_letters(queue)
@@ -53,13 +53,13 @@ async def test_a_deferral_on_the_last_delivery_dead_letters(queue):
     sent = await queue.publish(INBOX, probe("handed-back"))
     seen = Recorder(lambda d: Outcome.DEFER if d.last else Outcome.NAK)
     await queue.subscribe(INBOX, GROUP, seen)
-    await eventually(lambda: len(seen.deliveries) == MAX_DELIVERIES, timeout=45)
+    await eventually(lambda: len(seen.deliveries) == BUDGET, timeout=45)
     await eventually(lambda: _pending(queue, 0))
     inspector = await _read_dead_letters(queue)
     await eventually(lambda: inspector.deliveries)
     assert inspector.deliveries[0].event.id == sent.id
     await queue.unquiesce(INBOX, GROUP)
-    await throughout(lambda: len(seen.deliveries) == MAX_DELIVERIES, message="delivered past the budget")
+    await throughout(lambda: len(seen.deliveries) == BUDGET, message="delivered past the budget")
 
 
 async def test_an_undecodable_message_is_dead_lettered_at_once_and_the_loop_goes_on(queue):
@@ -86,10 +86,10 @@ async def test_a_batch_failing_on_its_last_delivery_dead_letters(queue):
     sent = await queue.publish(INBOX, probe("poison", key="k"))
     seen = BatchRecorder(lambda b: Outcome.NAK)
     await queue.subscribe_batch(INBOX, GROUP, BatchOptions(linger_seconds=0), seen)
-    await eventually(lambda: len(seen.batches) == MAX_DELIVERIES, timeout=45)
+    await eventually(lambda: len(seen.batches) == BUDGET, timeout=45)
     await eventually(lambda: _pending(queue, 0))
-    assert [b.headroom for b in seen.batches] == list(range(MAX_DELIVERIES - 1, -1, -1))
-    await throughout(lambda: len(seen.batches) == MAX_DELIVERIES, message="a batch was drained past the budget")
+    assert [b.headroom for b in seen.batches] == list(range(BUDGET - 1, -1, -1))
+    await throughout(lambda: len(seen.batches) == BUDGET, message="a batch was drained past the budget")
     inspector = await _read_dead_letters(queue)
     await eventually(lambda: inspector.deliveries)
     assert inspector.deliveries[0].event.id == sent.id
@@ -126,7 +126,7 @@ async def test_the_twin_keeps_dead_letters_for_inspection(memory_backend):
     records = {r.reason: r for r in backend.broker.dead_letter_records(INBOX, GROUP)}
     assert records["undecodable"].body == b"\xff not json"
     assert records["undecodable"].deliveries == 1
-    assert records["max_deliveries"].deliveries == MAX_DELIVERIES
+    assert records["max_deliveries"].deliveries == BUDGET
     assert {r.subject for r in records.values()} == {DLQ}
     assert [e.id for e in backend.broker.dead_letters(INBOX)] == [sent.id]
     assert backend.broker.dead_letters(topics.agent_inbox("someone-else")) == []

@@ -9,8 +9,8 @@ import asyncio
 
 import pytest
 
-from engine.queue.contract import MAX_DELIVERIES, Outcome, SubscriptionError
-from tests.queue.recording import GROUP, INBOX, Recorder, label, probe
+from engine.queue.contract import Outcome, SubscriptionError
+from tests.queue.recording import BUDGET, GROUP, INBOX, Recorder, label, probe
 from tests.queue.waiting import eventually, throughout
 
 pytestmark = pytest.mark.timeout(30)
@@ -102,7 +102,7 @@ async def test_delivery_counts_survive_a_detach_and_reattach(queue):
     await queue.subscribe(INBOX, GROUP, again)
     await eventually(lambda: again.deliveries)
     assert again.deliveries[0].deliveries == 4
-    assert again.deliveries[0].deliveries_left == MAX_DELIVERIES - 4
+    assert again.deliveries[0].deliveries_left == BUDGET - 4
 
 
 async def test_a_deferral_by_one_node_is_received_by_another_with_its_count(backend):
@@ -119,7 +119,7 @@ async def test_a_deferral_by_one_node_is_received_by_another_with_its_count(back
     await eventually(lambda: len(winner.deliveries) == 2)
     assert winner.labels == ["m1", "m2"]  # the handed-back message first
     assert [d.deliveries for d in winner.deliveries] == [2, 1]
-    assert winner.deliveries[0].deliveries_left == MAX_DELIVERIES - 2
+    assert winner.deliveries[0].deliveries_left == BUDGET - 2
     assert loser.labels == ["m1"]  # quiesced after deferring: it took nothing more
 
 

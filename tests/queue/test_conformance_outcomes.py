@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.queue.contract import MAX_DELIVERIES, Outcome
-from tests.queue.recording import GROUP, INBOX, Recorder, label, probe
+from engine.queue.contract import Outcome
+from tests.queue.recording import BUDGET, GROUP, INBOX, Recorder, label, probe
 from tests.queue.waiting import eventually, throughout
 
 pytestmark = pytest.mark.timeout(30)
@@ -43,7 +43,7 @@ async def test_each_delivery_carries_its_count_and_the_budget_left(queue):
     await eventually(lambda: len(seen.deliveries) == 3)
     await eventually(lambda: _pending(queue, 0))
     assert [d.deliveries for d in seen.deliveries] == [1, 2, 3]
-    assert [d.deliveries_left for d in seen.deliveries] == [MAX_DELIVERIES - 1, MAX_DELIVERIES - 2, MAX_DELIVERIES - 3]
+    assert [d.deliveries_left for d in seen.deliveries] == [BUDGET - 1, BUDGET - 2, BUDGET - 3]
     assert all(d.topic == INBOX for d in seen.deliveries)
 
 

@@ -9,11 +9,12 @@ import json
 import logging
 
 import nats
+import nats.errors
 import pytest
 
 from engine.queue import topics
 from engine.queue.broker import EmbeddedBroker
-from engine.queue.contract import MAX_DELIVERIES, Tuning
+from engine.queue.contract import Tuning
 from engine.queue.jetstream import EXIT_CONNECTION_CLOSED, ConnectError, JetStreamQueue
 from engine.queue.jetstream_connection import Dial, redact_url
 from engine.queue.jetstream_provision import METADATA_GROUP, METADATA_TOPIC
@@ -123,23 +124,29 @@ async def test_a_mailbox_is_a_durable_pull_consumer_without_backoff_or_inactivit
     config = info["config"]
     assert config["durable_name"] == topics.durable_name(INBOX, GROUP)
     assert (config["deliver_policy"], config["ack_policy"]) == ("all", "explicit")
-    assert config["ack_wait"] == 30 * 60 * 10**9
-    assert config["max_deliver"] == MAX_DELIVERIES
+    assert config["ack_wait"] == 60 * 10**9  # the ack window, kept alive by in-progress acknowledgements
+    assert config["max_deliver"] == 25
     assert config["filter_subject"] == INBOX
     assert "backoff" not in config and not config.get("inactive_threshold")
     assert "deliver_subject" not in config  # pull, never push
     assert (config["metadata"][METADATA_TOPIC], config["metadata"][METADATA_GROUP]) == (INBOX, GROUP)
 
 
-async def test_a_client_with_other_timings_finds_the_mailbox_already_there(broker, queue):
-    await queue.ensure_subscription(INBOX, GROUP)
-    other = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="node-b",
-                                         tuning=Tuning(ack_wait_seconds=60))
+async def test_a_mailbox_made_under_the_old_30_minute_window_is_moved_to_the_new_one_with_its_mail(broker, queue):
+    earlier = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="node-b",
+                                           tuning=Tuning(ack_wait_seconds=30 * 60))
     try:
-        await other.ensure_subscription(INBOX, GROUP)  # a peer made it first: there, not an error
-        assert await other.list_subscriptions(INBOX) == [(INBOX, GROUP)]
+        await earlier.ensure_subscription(INBOX, GROUP)  # as an earlier build made every mailbox
+        await earlier.publish(INBOX, probe("waiting"))
     finally:
-        await other.close()
+        await earlier.close()
+    name = topics.durable_name(INBOX, GROUP)
+    await queue.ensure_subscription(INBOX, GROUP)  # there already: not an error, and not left at 30 minutes
+    info = await _api(queue, f"$JS.API.CONSUMER.INFO.CREWLET_AGENT.{name}")
+    assert info["config"]["ack_wait"] == 60 * 10**9
+    assert info["config"]["max_deliver"] == 25 and info["config"]["filter_subject"] == INBOX
+    assert await queue.pending(INBOX, GROUP) == 1
+    assert await queue.list_subscriptions(INBOX) == [(INBOX, GROUP)]
 
 
 async def test_listing_leaves_out_a_consumer_whose_metadata_does_not_derive_its_name(queue, caplog):

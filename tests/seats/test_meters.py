@@ -11,7 +11,7 @@ from engine.config.company import parse_company
 from engine.coord.local import LocalCoord
 from engine.node.process import NodeTimings
 from engine.node.services import build_services
-from seats.meters import TICK_SECONDS, BudgetMetersPublisher
+from seats.meters import BudgetMetersPublisher
 from tests.queue.waiting import eventually, throughout
 from tests.seats.hosting import FakeNode, Published, backend  # noqa: F401  (fixture)
 
@@ -79,7 +79,7 @@ async def test_a_window_that_first_refuses_is_reported_at_once_and_again_only_af
     # The node's counters: the publisher hears the refusals of the budgets the seat hosts charge.
     node = FakeNode(queue=queue, coord=LocalCoord(), company=company)
     publisher = BudgetMetersPublisher(node)  # the seed's 15 s tick: only refusals report after the first
-    assert publisher.tick_seconds == TICK_SECONDS
+    assert publisher.tick_seconds == 15  # seed 002, "Token budgets": "on a 15-second tick"
     await publisher.start()
     try:
         await eventually(lambda: len(meters(published)) == 1, message="the first tick")

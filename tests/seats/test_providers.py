@@ -9,7 +9,6 @@ the Retry-After it was told to honour instead of sitting through it.
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -20,6 +19,7 @@ import yaml
 
 from engine.config.company import Company, parse_company
 from seats.providers import Completion, OpenAIProvider, ProviderError, ScriptedProvider, approx_tokens
+from tests.ports import PortHold
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -115,12 +115,12 @@ def endpoint():
         server.stop()
 
 
-def closed_port_url() -> str:
-    """A 127.0.0.1 URL nothing listens on: the kernel's pick, released again."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
+@pytest.fixture
+def closed_port_url():
+    """A 127.0.0.1 URL nothing listens on, held so for the test: the port stays bound here and
+    never listening, so a connection to it is refused whatever else runs on the host."""
+    with PortHold() as hold:
+        yield f"http://127.0.0.1:{hold.port}/v1"
 
 
 def company_of(providers: list[dict], **extra) -> Company:
@@ -251,10 +251,10 @@ async def test_a_body_that_is_no_chat_completion_is_a_bad_response(endpoint, bod
     assert len(endpoint.requests) == 1
 
 
-async def test_an_endpoint_nobody_listens_on_is_retried_then_unreachable():
+async def test_an_endpoint_nobody_listens_on_is_retried_then_unreachable(closed_port_url):
     waits = Waits()
     with pytest.raises(ProviderError) as info:
-        await openai_provider(closed_port_url(), waits, max_retries=1).complete(MESSAGES, max_tokens=64)
+        await openai_provider(closed_port_url, waits, max_retries=1).complete(MESSAGES, max_tokens=64)
     assert info.value.kind == "unreachable" and info.value.retryable
     assert len(waits.seconds) == 1
 

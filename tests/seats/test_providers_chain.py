@@ -11,7 +11,7 @@ from seats.providers import ChainEmpty, ChainExhausted, ProviderChain, members_f
 from tests.seats.test_providers import (
     MESSAGES,
     Reply,
-    closed_port_url,
+    closed_port_url,  # noqa: F401  (the fixture)
     company_of,
     endpoint,  # noqa: F401  (the fixture)
     openai_entry,
@@ -63,10 +63,10 @@ async def test_every_round_walks_the_chain_from_the_top_so_a_failing_member_is_a
     assert len(endpoint.requests) == 2
 
 
-async def test_an_exhausted_chain_publishes_a_last_hand_off_to_nobody_then_llm_unavailable(endpoint):
+async def test_an_exhausted_chain_publishes_a_last_hand_off_to_nobody_then_llm_unavailable(endpoint, closed_port_url):
     endpoint.script = [Reply(503, {"error": {"message": "overloaded"}})]
     company = company_of([openai_entry(endpoint.base_url, max_retries=0),
-                          openai_entry(closed_port_url(), name="backup", max_retries=0)])
+                          openai_entry(closed_port_url, name="backup", max_retries=0)])
     emitted = Emitted()
     with pytest.raises(ChainExhausted) as info:
         await ProviderChain(members_for(company), emit=emitted, phase="respond").complete(MESSAGES, max_tokens=100)

@@ -14,7 +14,8 @@ import pytest
 
 from engine.config.keyring import Keyring
 from engine.queue.broker import nats_server_binary, route_credentials
-from tests.node.harness import KEY, NodeProcess, eventually, free_port
+from tests.node.harness import KEY, NodeProcess, eventually
+from tests.ports import PortHold
 from tests.notify import deliveries as d
 from tests.notify.http import post
 from tests.security.conftest import no_traceback, still_ready
@@ -27,7 +28,8 @@ def member(tmp_path_factory):
     """Three real nodes clustered on 127.0.0.1 (one node or three, never two), each its own
     member; the first is the one attacked."""
     home = tmp_path_factory.mktemp("cluster")
-    ports = [free_port() for _ in range(3)]
+    holds = [PortHold() for _ in range(3)]  # route ports each member's peers must name before it starts
+    ports = [h.port for h in holds]
     nodes = []
     try:
         for i, port in enumerate(ports):
@@ -50,7 +52,8 @@ class Rogue:
     """A nats-server of the attacker's, routed at the node's port, with an open client port."""
 
     def __init__(self, home, route_to: str) -> None:
-        self.client_port, self.route_port = free_port(), free_port()
+        self.holds = [PortHold(), PortHold()]
+        self.client_port, self.route_port = (h.port for h in self.holds)
         config = home / f"rogue-{uuid.uuid4().hex[:6]}.conf"
         config.write_text(f'server_name: rogue\nlisten: "127.0.0.1:{self.client_port}"\n'
                           f'cluster {{ name: crewlet, listen: "127.0.0.1:{self.route_port}", routes: ["{route_to}"] }}\n')
