@@ -138,7 +138,8 @@ class ReadyWatch:
 
     def stop(self) -> None:
         self._stop.set()
-        self._thread.join(10)
+        if self._thread.is_alive():
+            self._thread.join(10)
 
     def between(self, node_id: str, start: float, end: float) -> list[Sample]:
         return [s for s in self.samples[node_id] if start <= s.at <= end]
