@@ -32,7 +32,7 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
-from engine.coord.contract import CoordError
+from engine.coord.contract import CoordError, Unavailable
 from engine.coord.leases import Lease
 from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
@@ -50,6 +50,10 @@ from seats.turn import TurnRequest, TurnResult
 log = logging.getLogger("seats.host")
 
 STORE_RETRY_SECONDS = 1.0  # a store that did not answer is asked again after the NAK base spacing
+# A worked trigger's ledger record is asked again this long: a client fails over to another
+# server of its URL list within a reconnect or two (a second apart, each attempt 2 s), well
+# inside the one-minute ack window the delivery is held under meanwhile.
+LEDGER_RETRY_SECONDS = 15.0
 SKIP_WORKED = "already worked"  # the ledger's reason phrase, matched exactly by readers
 
 
@@ -304,14 +308,28 @@ class SeatHost:
         return Outcome.NAK
 
     async def _record_worked(self, request: TurnRequest) -> None:
-        """Every constituent worked by this turn. A ledger that does not answer is logged, not
-        fatal: the ACK is what settles the mail, the ledger covers an ACK that never lands."""
-        results = await asyncio.gather(*(self.ledger.record_worked(self.handle, str(e.id), request.turn_id)
-                                         for e in request.constituents), return_exceptions=True)
+        """Every constituent worked by this turn. The ledger is what keeps a redelivery from
+        being a second turn when the ACK never lands -- and the ACK is lost in the same outage
+        that silences the ledger (a broker member gone under the connection) -- so a write the
+        store did not answer is asked again while the client fails over, for up to
+        LEDGER_RETRY_SECONDS. One that still fails is logged, not fatal: the ACK may yet land."""
+        results = await asyncio.gather(*(self._record_one(request, event) for event in request.constituents),
+                                       return_exceptions=True)
         for event, result in zip(request.constituents, results, strict=True):
             if isinstance(result, Exception):
                 log.error("ledger_record_failed", extra={"seat": self.handle, "trigger_id": str(event.id),
                                                           "turn_id": request.turn_id, "error": str(result)})
+
+    async def _record_one(self, request: TurnRequest, event: Event) -> None:
+        deadline = time.monotonic() + LEDGER_RETRY_SECONDS
+        while True:
+            try:
+                await self.ledger.record_worked(self.handle, str(event.id), request.turn_id)
+                return
+            except Unavailable:
+                if time.monotonic() + STORE_RETRY_SECONDS > deadline:
+                    raise
+                await asyncio.sleep(STORE_RETRY_SECONDS)
 
     async def _failed(self, request: TurnRequest, exc: Exception) -> Outcome:
         """A turn that raised: a failed turn on the record, the seat's last error, and a NAK."""
