@@ -30,12 +30,13 @@ from events.types.lifecycle import ConfigRevisionActivated, ConfigRevisionApplie
 log = logging.getLogger("engine.node")
 
 # A broker makes one stream's consumers one at a time, under that stream's lock, and with
-# `sync: always` each create fsyncs three new files (its config, checksum and state): measured
-# on a solo member, 300 creates on one stream took 2.99 s one by one, 2.71 s two at a time and
-# 3.18 s sixteen at a time, while sixteen spread over two streams took 1.23 s. So two in flight
-# per stream (the next request's round trip overlaps the broker's work on this one), and the
-# streams side by side.
-MAILBOX_CREATES_PER_STREAM = 2
+# `sync: always` each create fsyncs three new files (its config, checksum and state). Requests
+# in flight overlap the round trip and the broker's work outside the lock: on a quiet 2-core
+# host 1,000 creates on one stream took 2.6-2.9 s one by one, 1.3-2.1 s four at a time and
+# no better sixteen or sixty-four at a time; with the disk busy with other fsyncs, sixteen at
+# a time measured slower than one by one, while spreading them over two streams doubled the
+# rate. So a few in flight per stream, and the streams side by side (benchmarks/fleet.py).
+MAILBOX_CREATES_PER_STREAM = 4
 
 Record = Callable[[EventData], Awaitable[Event | None]]
 Follow = Callable[[Company], Awaitable[None]]
