@@ -8,12 +8,21 @@ DEV_ENV := var/dev.env
 CONFIG ?= examples/crewlet.yaml
 COMPANY ?= examples/company.yaml
 
+# `make run PORT=8123`: the example config reads the port from CREWLET_PORT (8000 unless set),
+# so an exported CREWLET_PORT works as well, for this and every later command.
+ifdef PORT
+export CREWLET_PORT := $(PORT)
+endif
+
 .PHONY: run test lint setup venv keyring migrate chromium bench chaos clean superuser
 
 $(STAMP): pyproject.toml
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(PY) || { echo "setting up: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
+	@echo "setting up: upgrading pip in $(VENV)"
 	@$(PY) -m pip install --quiet --upgrade pip
+	@echo "setting up: installing Crewlet and its dependencies from pyproject.toml into $(VENV) (the first time takes about half a minute)"
 	@$(PY) -m pip install --quiet -e '.[test]'
+	@echo "setting up: done"
 	@touch $(STAMP)
 
 venv: $(STAMP)
@@ -61,6 +70,17 @@ bench: setup
 clean:
 	rm -rf $(VENV) var
 
-# An operator account for the dashboard and /admin/.
+# An operator account for the dashboard and /admin/: asked for at a terminal; without one, taken
+# from DJANGO_SUPERUSER_USERNAME, DJANGO_SUPERUSER_PASSWORD and DJANGO_SUPERUSER_EMAIL.
 superuser: migrate
-	@set -a && source $(DEV_ENV) && set +a && CREWLET_CONFIG=$(CONFIG) $(PY) manage.py createsuperuser
+	@set -a && source $(DEV_ENV) && set +a; \
+	if [ -n "$$DJANGO_SUPERUSER_USERNAME" ] && [ -n "$$DJANGO_SUPERUSER_PASSWORD" ]; then \
+	  CREWLET_CONFIG=$(CONFIG) $(PY) manage.py createsuperuser --no-input --email "$${DJANGO_SUPERUSER_EMAIL:-$$DJANGO_SUPERUSER_USERNAME@localhost}" \
+	  && echo "made the operator account $$DJANGO_SUPERUSER_USERNAME: sign in at /dashboard/"; \
+	elif [ -t 0 ]; then \
+	  CREWLET_CONFIG=$(CONFIG) $(PY) manage.py createsuperuser; \
+	else \
+	  echo "make superuser: no terminal to ask for a user name and password; without one, give them as" >&2; \
+	  echo "  DJANGO_SUPERUSER_USERNAME=operator DJANGO_SUPERUSER_PASSWORD='a long password' DJANGO_SUPERUSER_EMAIL=you@example.com make superuser" >&2; \
+	  exit 2; \
+	fi

@@ -21,8 +21,26 @@ log = logging.getLogger("api")
 
 from crewlet_site.browser import docs_page  # noqa: E402
 
-api = NinjaAPI(title="Crewlet", version="1", docs_url="/api/docs", openapi_url="/api/openapi.json", urls_namespace="api",
-               docs=docs_page())
+
+class CrewletAPI(NinjaAPI):
+    """The site's NinjaAPI, whose OpenAPI document also lists `POST /webhooks/{source}`: that route
+    is answered by notify's ASGI edge before Django (asgi.py), so no router declares it, and its
+    description comes from the edge's own module (notify.openapi) rather than a stub here."""
+
+    def get_openapi_schema(self, *, path_prefix=None, path_params=None):
+        from notify import openapi as webhooks
+
+        schema = super().get_openapi_schema(path_prefix=path_prefix, path_params=path_params)
+        schema["paths"].update(webhooks.paths())
+        schema.setdefault("components", {}).setdefault("schemas", {}).update(webhooks.schemas())
+        return schema
+
+
+DESCRIPTION = ("The node's REST API. Every route but the webhooks takes a bearer token from `api.auth.tokens` "
+               "(`Authorization: Bearer ...`): a read needs the read or the admin grant, a write the admin grant. "
+               "Every refusal is JSON `{\"detail\": ...}` naming the field, header or parameter.")
+api = CrewletAPI(title="Crewlet", version="1", description=DESCRIPTION, docs_url="/api/docs", openapi_url="/api/openapi.json",
+                 urls_namespace="api", docs=docs_page())
 
 
 def _field(loc) -> str:

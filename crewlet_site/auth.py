@@ -19,6 +19,7 @@ from ninja.security import HttpBearer
 
 from engine.config import tokens
 from engine.config.node import Token
+from engine.config.tokens import Caller
 
 log = logging.getLogger("api.auth")
 
@@ -38,7 +39,8 @@ def match_token(presented: str) -> Token | None:
 
 
 class TokenAuth(HttpBearer):
-    """A route's bearer check; `authenticate` returns the token's id, which ninja puts on `request.auth`."""
+    """A route's bearer check; `authenticate` returns the token's `Caller` (its id and the seat it is
+    bound to), which ninja puts on `request.auth`."""
 
     def __init__(self, grant: str | None = None) -> None:
         if grant is not None and grant not in GRANTS:
@@ -50,13 +52,13 @@ class TokenAuth(HttpBearer):
         """The grant this request needs: the pinned one, else read for a read and admin for a write."""
         return self.grant or ("read" if request.method in READS else "admin")
 
-    def __call__(self, request: HttpRequest) -> str | None:
+    def __call__(self, request: HttpRequest) -> Caller | None:
         # Parsed here rather than by HttpBearer, which logs a malformed header (and the
         # token inside it) when DEBUG is on.
         token = tokens.bearer(request.headers.get(self.header))
         return None if token is None else self.authenticate(request, token)
 
-    def authenticate(self, request: HttpRequest, token: str) -> str | None:
+    def authenticate(self, request: HttpRequest, token: str) -> Caller | None:
         entry = match_token(token or "")
         if entry is None:
             return None  # ninja raises AuthenticationError: 401 naming the Authorization header
@@ -64,4 +66,4 @@ class TokenAuth(HttpBearer):
         if not tokens.admits(entry, needs):
             log.warning("api_token_refused", extra={"token_id": entry.id, "path": request.path, "needs": needs})
             raise HttpError(403, f"{request.path}: the token {entry.id!r} lacks a grant this route needs; it needs the {needs} grant")
-        return entry.id
+        return Caller.of(entry)

@@ -15,5 +15,6 @@ urlpatterns = [
     path("dashboard/", include("dashboard.urls")),
     re_path(r"^static/(?P<path>.+)$", serve_static, {"insecure": True}),  # the node is its own web server
     path("", RedirectView.as_view(url="/dashboard/", permanent=False)),
+    path("favicon.ico", RedirectView.as_view(url="/static/dashboard/favicon.svg", permanent=True)),  # browsers ask for it
     path("", api.urls),
 ]

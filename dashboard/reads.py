@@ -21,6 +21,7 @@ from typing import Any, Awaitable, Callable
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
+from dashboard import waterfall
 from dashboard.errors import QueryFailed
 from dashboard.node import DashboardNode
 from events import queries as events
@@ -112,6 +113,7 @@ READS: dict[str, Read] = {
         ("until", TEXT), ("feed_only", FLAG), ("cursor", TEXT), ("limit", WHOLE)), aliases=(("type", "types"),)),
     "event": Read(_event, (("event_id", TEXT),), ("event_id",)),
     "trace": Read(_trace, (("trace_id", TEXT),), ("trace_id",)),
+    "waterfall": Read(waterfall.waterfall, (("trace_id", TEXT),), ("trace_id",)),
     "seat": Read(seats.get_seat, (("handle", TEXT),), ("handle",), on_node=True),
     "seats": Read(seats.list_seats, on_node=True),
     "budgets": Read(seats.budgets, on_node=True),

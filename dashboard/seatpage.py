@@ -1,12 +1,14 @@
-"""The Seat page's reads and its two writes (the issue: "state, holder, mailbox depth, recent
+"""The Seat page's reads and its three writes (the issue: "state, holder, mailbox depth, recent
 turns and events, pause/resume buttons for an admin ... that calls the same function the REST
-route calls"; seed 000, "Event Types": seat_paused / seat_resumed).
+route calls"; "the seat page has a 'give a task' box (admin grant only, CSRF-protected, the same
+route)"; seed 000, "Event Types": seat_paused / seat_resumed, task_assigned).
 
 The seat's live row comes from the projection; what the seats app knows of it (mailbox
 depth, holds, its pause record) from `seats.queries.get_seat`, the function `GET
-/seats/{handle}` calls, and its history from `events.queries`. Pause and resume go through the
-functions the `POST /seats/{handle}/pause|resume` routes call, with the signed-in user as the
-actor.
+/seats/{handle}` calls, and its history from `events.queries`: its turns as a list with each
+one's outcome, duration, tokens and trigger. Pause, resume and a task go through the functions
+the `POST /seats/{handle}/pause|resume|tasks` routes call, with the signed-in user as the actor
+-- recorded by user name, and as the seat whose handle that name is, if there is one.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.http import HttpRequest
+from django.urls import reverse
 
 from dashboard.node import DashboardNode
 from dashboard.reads import run_read
@@ -30,16 +33,37 @@ RECENT_EVENTS = 25
 
 @dataclass(frozen=True)
 class Done:
-    """What a pause or resume from the Seat page came to, as the page's message says it."""
+    """What a pause, resume or task from the Seat page came to, as the page's message says it;
+    a task's `answer` is what POST /seats/{handle}/tasks answers, `status` a refusal's."""
 
     ok: bool
     message: str
+    status: int = 200
+    answer: dict[str, Any] | None = None
 
 
 def _history(handle: str) -> tuple[list[dict], list[dict]]:
     turns = events_page(types=["agent_turn_completed"], agent=handle, limit=RECENT_TURNS)["items"]
     recent = events_page(agent=handle, limit=RECENT_EVENTS)["items"]
-    return turns, recent
+    return [turn_row(t) for t in turns], recent
+
+
+def turn_row(item: dict[str, Any]) -> dict[str, Any]:
+    """One completed turn as the Seat page lists it: outcome, duration, tokens, trigger, links."""
+    outcome = item.get("outcome") or ("failed" if item.get("failed") else "completed")
+    return {"id": item["id"], "timestamp": item.get("timestamp"), "trace_id": item.get("trace_id") or "",
+            "outcome": outcome, "failed": outcome in ("failed", "llm_unavailable", "budget_exhausted") or bool(item.get("failed")),
+            "duration_ms": item.get("duration_ms") or 0, "tokens_in": item.get("tokens_in") or 0,
+            "tokens_out": item.get("tokens_out") or 0, "trigger_type": item.get("trigger_type") or "",
+            "trigger_id": item.get("trigger_id") or "", "error": item.get("error") or "",
+            "response": (item.get("response") or "")[:300]}
+
+
+def actor_of(request: HttpRequest) -> tuple[str, str]:
+    """(who, which seat): the signed-in user's name, and that name as a seat handle (the seats
+    app keeps it only when the company has such a seat)."""
+    name = request.user.get_username()
+    return name, name
 
 
 async def context(node: DashboardNode | None, handle: str) -> dict[str, Any] | None:
@@ -67,9 +91,10 @@ async def context(node: DashboardNode | None, handle: str) -> dict[str, Any] | N
 
 async def pause(node: DashboardNode | None, request: HttpRequest, handle: str, *, reason: str,
                 stop_running: bool) -> Done:
-    actor = f"user:{request.user.get_username()}"
+    actor, seat = actor_of(request)
     try:
-        result = await seats.pause(node, handle, reason=reason, stop_running=stop_running, actor=actor)
+        result = await seats.pause(node, handle, reason=reason, stop_running=stop_running, actor=actor,
+                                   actor_seat_handle=seat)
     except SeatRefused as exc:
         return Done(False, f"pause {handle}: {exc.detail}")
     log.info("dashboard_seat_action", extra={"seat": handle, "verb": "pause", "actor": actor})
@@ -77,10 +102,24 @@ async def pause(node: DashboardNode | None, request: HttpRequest, handle: str, *
 
 
 async def resume(node: DashboardNode | None, request: HttpRequest, handle: str) -> Done:
-    actor = f"user:{request.user.get_username()}"
+    actor, seat = actor_of(request)
     try:
-        result = await seats.resume(node, handle, actor=actor)
+        result = await seats.resume(node, handle, actor=actor, actor_seat_handle=seat)
     except SeatRefused as exc:
         return Done(False, f"resume {handle}: {exc.detail}")
     log.info("dashboard_seat_action", extra={"seat": handle, "verb": "resume", "actor": actor})
     return Done(True, f"{handle} is resumed" if result["changed"] else f"{handle} was not paused")
+
+
+async def give_task(node: DashboardNode | None, request: HttpRequest, handle: str, text: str) -> Done:
+    """Assign `text` to the seat, as POST /seats/{handle}/tasks does; the route's answer."""
+    actor, seat = actor_of(request)
+    try:
+        event = await seats.assign_task(node, handle, text, actor=actor, actor_seat_handle=seat)
+    except SeatRefused as exc:
+        return Done(False, f"task for {handle}: {exc.detail}", status=exc.status)
+    log.info("dashboard_seat_action", extra={"seat": handle, "verb": "task", "actor": actor})
+    trace = reverse("dashboard:trace", args=[event.trace_id])
+    answer = {"event_id": str(event.id), "task_id": str(event.get("task_id") or ""), "trace_id": event.trace_id,
+              "handle": handle, "trace_url": request.build_absolute_uri(trace)}
+    return Done(True, f"{handle} has the task; its turn will appear in trace {event.trace_id[:8]}", answer=answer)

@@ -20,5 +20,6 @@ urlpatterns: list = [
     path("seats/<str:handle>/", views.seat_page, name="seat"),
     path("seats/<str:handle>/pause", views.seat_pause, name="seat_pause"),
     path("seats/<str:handle>/resume", views.seat_resume, name="seat_resume"),
+    path("seats/<str:handle>/tasks", views.seat_task, name="seat_task"),
     path("company/", views.company, name="company"),
 ]

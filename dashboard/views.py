@@ -9,8 +9,10 @@ revisions) is rendered here from the same functions the REST routes call. Views 
 they read the live projection on the loop that updates it, and the store on the
 dashboard's read threads.
 
-Sign-in is a Django user (`/dashboard/login/`); pausing and resuming a seat takes a staff
-user and a CSRF-protected POST.
+Sign-in is a Django user (`/dashboard/login/`); pausing, resuming and giving a seat a task
+take a staff user (the dashboard's admin grant) and a CSRF-protected POST, and call the
+functions the REST routes call. A page that is not there, or a server error, is answered
+inside the layout (templates/404.html, 500.html).
 """
 from __future__ import annotations
 
@@ -23,19 +25,18 @@ from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth import views as auth_views
-from django.http import (Http404, HttpRequest, HttpResponse, HttpResponseBadRequest, HttpResponseForbidden,
-                         HttpResponseRedirect)
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseForbidden, HttpResponseRedirect, JsonResponse
 from django.shortcuts import render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from dashboard import seatpage
+from dashboard import orgchart, seatpage
 from dashboard.node import node_in
 from dashboard.reads import run_read
 from engine import revisions
 from engine.config.secretfields import redact_document as redact
 from events import categories
-from events.queries import EventQueryError, get_event, trace as trace_events
+from events.queries import EventQueryError, find_trace, get_event, trace as trace_events
 
 log = logging.getLogger("dashboard.views")
 
@@ -59,12 +60,12 @@ def operator_required(view):
     return wrapper
 
 
-def _page(request: HttpRequest, template: str, page: str, **context: Any) -> HttpResponse:
+def _page(request: HttpRequest, template: str, page: str, *, status: int = 200, **context: Any) -> HttpResponse:
     node = node_in(request.scope)
     company = node.company if node is not None else None
     context.setdefault("company_name", company.name if company is not None else None)
     context.setdefault("node_id", node.node_id if node is not None else None)
-    return render(request, template, {"page": page, **context})
+    return render(request, template, {"page": page, **context}, status=status)
 
 
 class LoginView(auth_views.LoginView):
@@ -128,19 +129,26 @@ async def event_inspect(request: HttpRequest, event_id: str) -> HttpResponse:
 # -- traces -----------------------------------------------------------------------------------
 @operator_required
 async def trace_search(request: HttpRequest) -> HttpResponse:
-    """The search box: a pasted trace id opens its tree."""
-    trace_id = (request.GET.get("trace_id") or "").strip()
-    if not trace_id:
+    """The search box: a trace id (or its first characters, as the tables show it), an event id
+    or a task id opens its trace; an ambiguous prefix lists the traces it matches."""
+    text = (request.GET.get("q") or request.GET.get("trace_id") or "").strip()
+    if not text:
         return HttpResponseRedirect(reverse("dashboard:events"))
-    if not TRACE_ID.match(trace_id):
-        log.info("dashboard_bad_input", extra={"param": "trace_id"})
-        return HttpResponseBadRequest(f"trace_id: expected a trace id, 32 hexadecimal digits, got {trace_id[:80]!r}",
-                                      content_type="text/plain; charset=utf-8")
-    return HttpResponseRedirect(reverse("dashboard:trace", args=[trace_id.lower()]))
+    try:
+        match = await run_read(find_trace, text)
+    except EventQueryError as exc:
+        log.info("dashboard_bad_input", extra={"param": "q", "detail": exc.detail})
+        return _page(request, "dashboard/trace_search.html", "trace", query=text, refused=exc.detail, status=422)
+    if match.trace_id:
+        return HttpResponseRedirect(reverse("dashboard:trace", args=[match.trace_id]))
+    return _page(request, "dashboard/trace_search.html", "trace", query=text, candidates=match.candidates,
+                 status=200 if match.candidates else 404)
 
 
 @operator_required
 async def trace_view(request: HttpRequest, trace_id: str) -> HttpResponse:
+    if not TRACE_ID.match(trace_id):  # a short or pasted id: resolve it to the trace's own
+        return HttpResponseRedirect(f"{reverse('dashboard:trace_search')}?{urlencode({'q': trace_id})}")
     return _page(request, "dashboard/trace.html", "trace", trace_id=trace_id)
 
 
@@ -157,7 +165,7 @@ def _staff_post(view):
     @functools.wraps(view)
     async def wrapper(request: HttpRequest, handle: str) -> HttpResponse:
         if not request.user.is_staff:
-            return HttpResponseForbidden("pausing and resuming a seat takes a staff user")
+            return HttpResponseForbidden("pausing, resuming and giving a seat a task take a staff user")
         return await view(request, handle)
 
     return require_POST(operator_required(wrapper))
@@ -179,6 +187,19 @@ async def seat_resume(request: HttpRequest, handle: str) -> HttpResponse:
     return HttpResponseRedirect(reverse("dashboard:seat", args=[handle]))
 
 
+@_staff_post
+async def seat_task(request: HttpRequest, handle: str) -> HttpResponse:
+    """The Seat page's task box: `seats.queries.assign_task`, what POST /seats/{handle}/tasks calls. A page
+    script asking for JSON gets the route's own answer (or its refusal); a plain form post is
+    redirected back with a message."""
+    outcome = await seatpage.give_task(node_in(request.scope), request, handle, request.POST.get("text") or "")
+    if "application/json" in request.headers.get("Accept", ""):
+        body = outcome.answer if outcome.ok else {"detail": outcome.message}
+        return JsonResponse(body, status=202 if outcome.ok else outcome.status)
+    messages.add_message(request, messages.INFO if outcome.ok else messages.ERROR, outcome.message)
+    return HttpResponseRedirect(reverse("dashboard:seat", args=[handle]))
+
+
 # -- company ------------------------------------------------------------------------------------
 def _revisions() -> tuple[Any, list[Any]]:
     return revisions.latest_activated(), revisions.list_revisions(100)
@@ -188,6 +209,8 @@ def _revisions() -> tuple[Any, list[Any]]:
 async def company(request: HttpRequest) -> HttpResponse:
     active, rows = await run_read(_revisions)
     node = node_in(request.scope)
+    company_doc = node.company if node is not None else None
     return _page(request, "dashboard/company.html", "company", active=active, revisions=rows,
                  document=redact(active.document) if active is not None else "",
-                 serving=node.revision if node is not None else None)
+                 serving=node.revision if node is not None else None,
+                 org=orgchart.tree(company_doc) if company_doc is not None else [])

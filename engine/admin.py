@@ -63,7 +63,7 @@ class CompanyRevisionAdmin(ReadOnlyAdmin):
         except ConfigError as exc:
             self.message_user(request, f"Refused, the active revision keeps serving: {exc}", messages.ERROR)
             return
-        who = f"admin:{request.user.get_username()}"
+        who = request.user.get_username()  # a person, by the name they sign in with
         # The admin runs on Django's sync thread; the node lives on the event loop.
         activation = async_to_sync(node.activate_document)(row.document, company, who, source="admin")
         log.info("config_revision_activated_from_admin", extra={"generation": activation.generation, "by": who})

@@ -324,6 +324,79 @@ def trace(trace_id: str, *, using: str = DEFAULT_DB_ALIAS) -> list[dict[str, Any
     return [_item(r) for r in rows]
 
 
+MIN_TRACE_PREFIX = 6   # hex characters: shorter than this matches too much of a busy log to be a name
+MAX_CANDIDATES = 10    # traces an ambiguous prefix lists before it asks for more characters
+MAX_TASK_ROWS = 100    # a task's rows read to find its trace: its assignment and the turns it woke
+_HEX = re.compile(r"^[0-9a-f]+$")
+
+
+@dataclass(frozen=True)
+class TraceMatch:
+    """What the trace box's text named: `trace_id` when it named one trace, `via` how (`trace`,
+    `prefix`, `event` or `task`), and `candidates` when a short prefix matched several."""
+
+    trace_id: str | None
+    via: str = ""
+    candidates: tuple[str, ...] = ()
+
+
+def find_trace(text: Any, *, using: str = DEFAULT_DB_ALIAS) -> TraceMatch:
+    """The trace an operator's pasted text names (seed 002, "Dashboard Trace View": "paste the id
+    into the search box"): a full trace id, a prefix of one (the 8 characters the tables show),
+    an event id (its trace), or a task id (the trace of its task_assigned). Every lookup is a seek
+    of an index: a prefix is a range on the trace index (`>= prefix AND < prefix + 'g'`, which
+    bounds every hex continuation), never a LIKE scan. EventQueryError naming `q` for text that
+    can be none of these."""
+    if not isinstance(text, str) or not text.strip():
+        raise EventQueryError("q", "paste a trace id (full or its first characters), an event id or a task id")
+    given = text.strip().lower()
+    compact = given.replace("-", "")
+    if not _HEX.match(compact) or len(compact) > 32:
+        raise EventQueryError("q", f"expected a trace id, an event id or a task id (hex, with or without dashes), got {text.strip()[:80]!r}")
+    if len(compact) == 32 and _trace_exists(compact, using):
+        return TraceMatch(compact, "trace")
+    if len(compact) == 32:
+        row = _fetch("SELECT trace_id FROM crewlet_events WHERE event_id = %s AND trace_id != '' LIMIT 1", [compact], using)
+        if row:
+            return TraceMatch(row[0][0], "event")
+        task = str(uuid.UUID(hex=compact))
+        # A seek of the partial task index (its own condition, `NOT (task_id = '')`, spelled as
+        # the index spells it, is what lets SQLite use it); a task has a
+        # handful of rows. Its own task_assigned names its trace, else its earliest row.
+        rows = _fetch("SELECT event_type, event_time, trace_id FROM crewlet_events WHERE task_id IN (%s, %s) "
+                      "AND NOT (task_id = '') AND trace_id != '' LIMIT %s", [task, given, MAX_TASK_ROWS], using)
+        if not rows:
+            return TraceMatch(None)
+        return TraceMatch(min(rows, key=lambda r: (r[0] != "task_assigned", str(r[1])))[2], "task")
+    if "-" in given or len(compact) < MIN_TRACE_PREFIX:
+        raise EventQueryError("q", f"a short trace id needs at least {MIN_TRACE_PREFIX} characters; an event or task id all 36")
+    candidates = _trace_prefix(compact, using)
+    if len(candidates) == 1:
+        return TraceMatch(candidates[0], "prefix")
+    return TraceMatch(None, "prefix", tuple(candidates))
+
+
+def _trace_exists(trace_id: str, using: str) -> bool:
+    return bool(_fetch("SELECT 1 FROM crewlet_events WHERE trace_id = %s LIMIT 1", [trace_id], using))
+
+
+def _trace_prefix(prefix: str, using: str) -> list[str]:
+    """The distinct traces starting with `prefix`, at most MAX_CANDIDATES: one seek per distinct
+    trace (each next one strictly after the last), so a trace of a thousand rows costs one step."""
+    found: list[str] = []
+    low, high = prefix, prefix + "g"  # 'g' sorts after every hex digit: the range is the prefix
+    while len(found) < MAX_CANDIDATES:
+        row = _fetch("SELECT trace_id FROM crewlet_events WHERE trace_id > %s AND trace_id < %s ORDER BY trace_id LIMIT 1"
+                     if found else
+                     "SELECT trace_id FROM crewlet_events WHERE trace_id >= %s AND trace_id < %s ORDER BY trace_id LIMIT 1",
+                     [low, high], using)
+        if not row:
+            break
+        found.append(row[0][0])
+        low = row[0][0]
+    return found
+
+
 def turns_by_minute(since: datetime, until: datetime, *, using: str = DEFAULT_DB_ALIAS) -> list[tuple[int, str, int, int]]:
     """Completed turns per (minute, agent) in [since, until): (minute since the epoch, agent id,
     turns, tokens). A parked segment (`suspended`) is not a completed turn. One seek of the type

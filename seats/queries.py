@@ -57,16 +57,15 @@ async def _describe(node: SeatsNode, company: Company, seat: Seat, pause: Pause 
         "handle": handle, "kind": seat.kind, "role": seat.role, "title": seat.title,
         "agent_id": str(company.agent_id_for(handle)), "state": None, "holder": None, "holds": [],
         "paused": None, "running": None, "last_turn": None, "last_error": None, "mailbox_depth": None,
+        "mailbox": None,
     }
     if not seat.is_agent:
         return out
     out["paused"] = pause.to_dict() if pause is not None else None
     record = await node.leases.holder(seat_key(handle))
     out["holder"] = record.holder if record is not None else None
-    try:
-        out["mailbox_depth"] = await node.queue.pending(topics.agent_inbox(handle), topics.inbox_group(handle))
-    except Exception:  # no mailbox yet (a revision this node has not applied): unknown, not zero
-        out["mailbox_depth"] = None
+    out["mailbox"] = await mailbox(node, handle)
+    out["mailbox_depth"] = out["mailbox"]["total"] if out["mailbox"] is not None else None
     runtime = node.seat_runtime
     local = runtime.describe(handle) if runtime is not None else None
     if local is not None:
@@ -77,6 +76,29 @@ async def _describe(node: SeatsNode, company: Company, seat: Seat, pause: Pause 
     else:
         out["state"] = "idle" if record is not None else "unplaced"
     return out
+
+
+DEAD_LETTER_WINDOW_SECONDS = 24 * 3600.0  # the Overview's "dead letters in the last 24 h"
+
+
+async def mailbox(node: SeatsNode, handle: str) -> dict[str, Any] | None:
+    """The seat's inbox as the broker counts it: `pending` (never delivered), `in_flight`
+    (delivered, unsettled), `total`, `oldest_age_seconds` and `dead_letters_24h`; None when the
+    mailbox does not exist yet (a revision this node has not applied): unknown, not zero."""
+    topic, group = topics.agent_inbox(handle), topics.inbox_group(handle)
+    try:
+        depth = await node.queue.depth(topic, group)
+        dead = await node.queue.dead_letters(topic, group, DEAD_LETTER_WINDOW_SECONDS)
+    except Exception:
+        return None
+    age = depth.oldest_age_seconds
+    return {"pending": depth.pending, "in_flight": depth.in_flight, "total": depth.total,
+            "oldest_age_seconds": round(age, 3) if age is not None else None, "dead_letters_24h": dead}
+
+
+def actor_seat(company: Company | None, seat: str) -> str:
+    """`seat` when it names a seat of the company (a token's or a user's person), else ""."""
+    return seat if seat and company is not None and company.seat_by_handle(seat) is not None else ""
 
 
 async def list_seats(node: SeatsNode | None) -> dict[str, Any]:
@@ -95,27 +117,31 @@ async def get_seat(node: SeatsNode | None, handle: str) -> dict[str, Any]:
     return await _describe(node, company, seat, pause)
 
 
-async def pause(node: SeatsNode | None, handle: str, *, reason: str, stop_running: bool, actor: str) -> dict[str, Any]:
-    """Pause an agent seat (hold its inbox; `stop_running` also ends its running turn)."""
+async def pause(node: SeatsNode | None, handle: str, *, reason: str, stop_running: bool, actor: str,
+                actor_seat_handle: str = "") -> dict[str, Any]:
+    """Pause an agent seat (hold its inbox; `stop_running` also ends its running turn). `actor`
+    is who asked (a token's id, a user's name); `actor_seat_handle` the seat they are, if any."""
     company = serving(node)
     agent_of(company, handle)
     recorded, changed = await pause_seat(node.pauses, lambda e: _publish_record(node, e), company, handle,
-                                         reason=reason, stop_running=stop_running, paused_by=actor)
+                                         reason=reason, stop_running=stop_running, paused_by=actor,
+                                         paused_by_seat=actor_seat(company, actor_seat_handle))
     return {"handle": handle, "changed": changed, "paused": recorded.to_dict()}
 
 
-async def resume(node: SeatsNode | None, handle: str, *, actor: str) -> dict[str, Any]:
+async def resume(node: SeatsNode | None, handle: str, *, actor: str, actor_seat_handle: str = "") -> dict[str, Any]:
     """Lift an agent seat's pause; `changed` false when it was not paused."""
     company = serving(node)
     agent_of(company, handle)
-    ended = await resume_seat(node.pauses, lambda e: _publish_record(node, e), company, handle, resumed_by=actor)
+    ended = await resume_seat(node.pauses, lambda e: _publish_record(node, e), company, handle, resumed_by=actor,
+                              resumed_by_seat=actor_seat(company, actor_seat_handle))
     return {"handle": handle, "changed": ended is not None, "ended": ended.to_dict() if ended else None}
 
 
-async def assign_task(node: SeatsNode | None, handle: str, text: str, *, actor: str) -> Event:
-    """Publish a task to an agent seat's inbox; the event the broker took."""
+async def assign_task(node: SeatsNode | None, handle: str, text: str, *, actor: str, actor_seat_handle: str = "") -> Event:
+    """Publish a task to an agent seat's inbox (and record it); the event the inbox took."""
     company = serving(node)
-    return await publish_task(node.queue, company, handle, text, actor)
+    return await publish_task(node.queue, company, handle, text, actor, actor_seat(company, actor_seat_handle))
 
 
 async def budgets(node: SeatsNode | None) -> dict[str, Any]:

@@ -152,6 +152,10 @@ class SeatRuntime:
         if host is not None:
             await host.stop(finish=False)
 
+    def running(self) -> list[str]:
+        """The seats with a turn in flight on this node (what a drain waits for)."""
+        return sorted(h for h, host in self.hosts.items() if host.running is not None)
+
     def describe(self, handle: str) -> dict | None:
         """What this node knows of the seat's host, or None when it does not host it."""
         host = self.hosts.get(handle)

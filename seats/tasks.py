@@ -1,13 +1,18 @@
 """A task for a seat, as the scheduler and an operator both publish it (seed 000, "Routing": the
 scheduler "resolves a firing schedule's target seat and publishes task_assigned to that inbox").
 
-`build_task` is the one definition of that event; `POST /seats/{handle}/tasks` publishes what
-it builds, and `manage.py crewlet_task` goes through that route, so the two cannot disagree.
+`build_task` is the one definition of that event; `POST /seats/{handle}/tasks` (and the Seat
+page's "give a task" box, through the same function) publishes what it builds, and `manage.py
+crewlet_task` goes through that route, so they cannot disagree. The task goes to the seat's
+inbox, and the same event -- one id -- is recorded on `crewlet.events.task_assigned`, so every
+node's activity feed shows it the moment it is assigned (the store keeps one row: a second
+write of one event changes nothing).
 A human seat has no inbox and no turn to wake (seed 000, "A seat's mailbox exists before the
 seat is running"): it is refused by name, as an unknown seat is.
 """
 from __future__ import annotations
 
+import logging
 import uuid
 
 from engine.queue import topics
@@ -16,6 +21,8 @@ from events.tracing import trace_of
 from events.types.task import TaskAssigned
 from seats.errors import SeatRefused
 
+log = logging.getLogger("seats.tasks")
+
 MAX_TASK_CHARS = 20_000  # a task is a prompt, re-sent on every round of its turn
 
 
@@ -23,7 +30,7 @@ class TaskRefused(SeatRefused):
     """The task cannot be published; `status` is the HTTP answer (404 unknown, 422 otherwise)."""
 
 
-def build_task(company, handle: str, text: str, assigned_by: str, *, schedule: str = "") -> Event:
+def build_task(company, handle: str, text: str, assigned_by: str, *, assigned_by_seat: str = "", schedule: str = "") -> Event:
     """The `task_assigned` event for `handle`, ready for its inbox. TaskRefused naming the handle
     for a seat the company does not have (404) or a human seat (422), and naming `text` when
     it is empty or too long."""
@@ -44,12 +51,20 @@ def build_task(company, handle: str, text: str, assigned_by: str, *, schedule: s
         task_id=str(uuid.uuid4()),
         task=text,
         assigned_by=assigned_by,
+        assigned_by_seat=assigned_by_seat,
         schedule=schedule,
     )
     return new(data, trace_of(), source="operator" if not schedule else "scheduler")
 
 
-async def publish_task(queue, company, handle: str, text: str, assigned_by: str) -> Event:
-    """Build the task and publish it to the seat's inbox; the stamped event the broker took."""
-    event = build_task(company, handle, text, assigned_by)
-    return await queue.publish(topics.agent_inbox(handle), event)
+async def publish_task(queue, company, handle: str, text: str, assigned_by: str, assigned_by_seat: str = "") -> Event:
+    """Build the task, publish it to the seat's inbox, then record it on the event stream; the
+    stamped event the inbox took. The record is best effort: the task is assigned once the
+    inbox has it."""
+    event = build_task(company, handle, text, assigned_by, assigned_by_seat=assigned_by_seat)
+    taken = await queue.publish(topics.agent_inbox(handle), event)
+    try:
+        await queue.publish(topics.event_subject(taken.type), taken)
+    except Exception as exc:
+        log.warning("task_record_failed", extra={"seat": handle, "event_id": str(taken.id), "error": str(exc)})
+    return taken

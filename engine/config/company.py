@@ -243,12 +243,41 @@ def parse_company(text: str, env: Mapping[str, str] | None = None, source: str =
     from engine.config.secretfields import secret_alias_refusals
 
     decoded = decode_document(Company, read_yaml(text, source), os.environ if env is None else env, references)
-    problems = decoded.kept_problems(company_refusals(decoded.blocks) + secret_alias_refusals(text, Company))
+    problems = decoded.kept_problems(company_refusals(_salvaged(decoded)) + secret_alias_refusals(text, Company))
     if problems or not decoded.complete:
         raise ConfigInvalid(problems)
     company = Company.model_validate(decoded.blocks)
     company._source_text = text
     return company
+
+
+def _salvaged(decoded) -> dict[str, Any]:
+    """The decoded blocks, a refused `org` or `schedules` block stood in for by its items decoded
+    one by one (crewlet_validate reports every problem in one pass: a seat refused for its
+    `kind` is still a seat that others report to). A seat that does not decode stands in with
+    what can be read of its handle, kind and reports_to; a schedule that does not decode is
+    skipped by the rules (its own problems are already reported)."""
+    from engine.config.document import salvage_items
+
+    blocks = dict(decoded.blocks)
+    raw_org = decoded.expanded.get("org")
+    if "org" not in blocks and isinstance(raw_org, dict):
+        blocks["org"] = Org.model_construct(seats=salvage_items(Seat, raw_org.get("seats"), _seat_stand_in))
+    if "schedules" not in blocks:
+        blocks["schedules"] = salvage_items(Schedule, decoded.expanded.get("schedules"))
+    return blocks
+
+
+def _seat_stand_in(raw: Any) -> Seat:
+    item = raw if isinstance(raw, dict) else {}
+
+    def text(name: str) -> str | None:
+        value = item.get(name)
+        return value if isinstance(value, str) else None
+
+    kind = text("kind") if text("kind") in ("agent", "human") else None
+    return Seat.model_construct(handle=text("handle") or "", kind=kind, role=None, title=None,
+                                reports_to=text("reports_to"), placement=None, token_budget=TokenBudget())
 
 
 def load_company(path: str | os.PathLike, env: Mapping[str, str] | None = None) -> Company:

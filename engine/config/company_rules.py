@@ -32,9 +32,11 @@ def company_refusals(blocks: dict[str, Any]) -> list[str]:
     seats = {s.handle: s for s in org.seats} if org is not None else None
     if org is not None:
         out += _seat_refusals(org.seats)
-    for i, schedule in enumerate(blocks.get("schedules") or []):
-        out += _schedule_refusals(i, schedule, seats)
-    out += _duplicates("schedules", "name", blocks.get("schedules") or [])
+    schedules = blocks.get("schedules") or []
+    for i, schedule in enumerate(schedules):
+        if schedule is not None:  # None: an item refused on its own (engine.config.company._salvaged)
+            out += _schedule_refusals(i, schedule, seats)
+    out += _duplicates("schedules", "name", schedules)
     if blocks.get("integrations") is not None:
         out += _integration_refusals(blocks["integrations"], seats)
     return out
@@ -128,6 +130,8 @@ def _duplicates(path: str, attribute: str, items: list) -> list[str]:
     first: dict[str, int] = {}
     out = []
     for i, item in enumerate(items):
+        if item is None:
+            continue
         value = getattr(item, attribute)
         if value in first:
             out.append(f"{path}[{i}].{attribute}: {describe_value(value)} is already the {attribute} of "

@@ -86,6 +86,7 @@ class Decoded:
         self.problems: list[str] = []
         self.reference_problems: list[str] = []
         self.failed_paths: list[str] = []
+        self.expanded: dict[str, Any] = {}  # the document after `${VAR}` expansion, for salvaging a failed block
         self.complete = True
 
     def add(self, problems: list[str]) -> None:
@@ -115,6 +116,7 @@ def decode_document(model: type[BaseModel], tree: dict, env: Mapping[str, str] |
     expanded, expansion = expand_references(tree, env, policy)
     result.reference_problems = expansion.problems
     result.failed_paths = expansion.failed_paths
+    result.expanded = expanded if isinstance(expanded, dict) else {}
     for key in expanded:
         if key not in model.model_fields:
             result.add([f"{field_path((key,))}: {_unknown(key, model)}"])
@@ -257,3 +259,20 @@ def _resolve(annotation: Any, loc: tuple) -> tuple[tuple, Any, list]:
 class _Parent:
     def __init__(self, model: Any) -> None:
         self.model = model
+
+
+def salvage_items(model: type[BaseModel], raw: Any, stand_in: Any = None) -> list[Any]:
+    """The items of a refused list block, each decoded on its own, in their places: an item that
+    does not decode is `stand_in(item)` (None without one). When one seat of `org.seats` is
+    refused, the rest -- and what can be read of it -- still stand for the cross-field rules,
+    so every problem is reported in one pass rather than the references after a second."""
+    if not isinstance(raw, list):
+        return []
+    adapter = TypeAdapter(model)
+    out = []
+    for item in raw:
+        try:
+            out.append(adapter.validate_python(item))
+        except ValidationError:
+            out.append(stand_in(item) if stand_in is not None else None)
+    return out

@@ -129,11 +129,14 @@ class Secrets(Block):
 
 
 class Token(Block):
-    """One API token: who it is, the secret, and what it may do."""
+    """One API token: who it is, the secret, what it may do, and (optionally) the person it
+    belongs to: `seat` names a seat of the company, whose handle the token's actions are
+    recorded and summarised under instead of the token's id."""
 
     id: Text
     token: Secret = Field(repr=False)
     grants: list[choice("admin", "read")] = Field(default_factory=list)
+    seat: Text | None = None
 
 
 class Auth(Block):

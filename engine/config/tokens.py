@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+from dataclasses import dataclass
 from typing import Iterable
 
 from engine.config.node import Token
@@ -53,3 +54,21 @@ def bearer(header_value: str | None) -> str | None:
     scheme, _, token = (header_value or "").partition(" ")
     token = token.strip()
     return token if scheme.lower() == SCHEME and token else None
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a request came from, as the bearer check found it (ninja's `request.auth`): the
+    token's id and the seat it is bound to (`api.auth.tokens[].seat`), if any. What an action
+    records and a summary shows is `seat` when set, else the token's id -- a person's name,
+    never an internal spelling such as `token:founder`."""
+
+    token_id: str
+    seat: str = ""
+
+    @classmethod
+    def of(cls, entry: Token) -> "Caller":
+        return cls(entry.id, entry.seat or "")
+
+    def __str__(self) -> str:
+        return self.seat or self.token_id

@@ -57,10 +57,20 @@ def bind(host: str, port: int, field: str = "api.port") -> socket.socket:
         sock.listen(512)
     except OSError as exc:
         sock.close()
-        why = "already in use" if exc.errno == errno.EADDRINUSE else (exc.strerror or str(exc))
-        raise ListenerError(f"{field}: {host}:{port} {why}") from None
+        if exc.errno == errno.EADDRINUSE:
+            raise ListenerError(f"{field}: {host}:{port} is already in use (another node, or another program); "
+                                f"{_another_port(field)}") from None
+        raise ListenerError(f"{field}: {host}:{port} {exc.strerror or exc}") from None
     sock.setblocking(False)
     return sock
+
+
+def _another_port(field: str) -> str:
+    """How to pick another port for the listener `field` names."""
+    if field == "api.port":
+        return ("pick another with --api-port 8123 or api.port in the config (examples/crewlet.yaml reads "
+                "CREWLET_PORT: `make run PORT=8123`, or `export CREWLET_PORT=8123`)")
+    return f"pick another {field} in the config"
 
 
 def serve(app, sock: socket.socket | None, main: Callable[[], Awaitable[int]],

@@ -59,6 +59,8 @@ EXIT_BROKER_DIED = 69          # seed 002: apart from the seat watchdog's 75, so
 # flusher in 10 ms sleeps (consumerFileStore.Stop -> waitOnFlusher): measured 10 ms apiece,
 # whatever stream.sync says, so 20,006 consumers take 200 s. 25 ms is that with room for a
 # loaded disk; the stop's bound grows with the count rather than killing a member mid-flush.
+STOP_POLL_SECONDS = 0.1  # how often a stop looks at the process table beside asyncio's news
+CONSUMER_COUNT_SECONDS = 3.0  # asking a stopping member what it holds: an answer sizes the wait, none leaves the base
 STOP_SECONDS_PER_CONSUMER = 0.025
 MAX_PAYLOAD_BYTES = 8 * 1024 * 1024  # seed 002: the largest message the engine sends
 CONFIG_FILE = "nats-server.conf"
@@ -385,9 +387,19 @@ class EmbeddedBroker:
             if store.exists() and not store.is_dir():
                 raise NotADirectoryError(20, "not a directory")
             store.mkdir(mode=0o700, parents=True, exist_ok=True)  # the broker's files are the company's
-            for stale in store.glob("nats-server_*.ports"):
+            # The server removes its ports file when it stops in order; one left behind means the
+            # last run was killed (a second Ctrl-C, SIGKILL, a crash, a power cut). Say so once,
+            # before the recovery warnings the server prints, so they read as what they are.
+            left = list(store.glob("nats-server_*.ports"))
+            for stale in left:
                 with contextlib.suppress(OSError):
                     stale.unlink()
+            if left:
+                log.warning("embedded_broker_recovering", extra={
+                    "server": self.server_name, "store_dir": self.store_dir,
+                    "detail": "its last run did not stop cleanly (a forced stop, a kill or a crash), so it checks and "
+                              "repairs its stream files first; warnings it prints while it does are that check. "
+                              "With stream.sync: always, nothing it acknowledged is lost"})
             path = store / CONFIG_FILE
             text = render_config(server_name=self.server_name, store_dir=self.store_dir, token=self._token,
                                  sync=self.sync, max_payload=self.max_payload,
@@ -445,9 +457,10 @@ class EmbeddedBroker:
                 self._raise_if_exited()
                 try:
                     if nc is None:
-                        nc = await nats.connect(self.client_url, token=self._token, connect_timeout=2,
-                                                allow_reconnect=False, name=f"crewlet-boot-{self.server_name}",
-                                                error_cb=_quiet)
+                        nc = await asyncio.wait_for(  # bounded: see consumer_count
+                            nats.connect(self.client_url, token=self._token, connect_timeout=2, allow_reconnect=False,
+                                         name=f"crewlet-boot-{self.server_name}", error_cb=_quiet),
+                            CONSUMER_COUNT_SECONDS)
                     reply = await nc.request("$JS.API.INFO", b"", timeout=1.0)
                     body = json.loads(reply.data or b"{}")
                     if "error" not in body:
@@ -567,8 +580,11 @@ class EmbeddedBroker:
 
         nc = None
         try:
-            nc = await nats.connect(self.client_url, token=self._token, connect_timeout=2, allow_reconnect=False,
-                                    name=f"crewlet-stop-{self.server_name}", error_cb=_quiet)
+            # Bounded here: nats-py's first connect to a port nobody listens on (a member already
+            # gone) does not give up on its own, whatever its timeouts say.
+            nc = await asyncio.wait_for(nats.connect(self.client_url, token=self._token, connect_timeout=2,
+                                                     allow_reconnect=False, name=f"crewlet-stop-{self.server_name}",
+                                                     error_cb=_quiet), CONSUMER_COUNT_SECONDS)
             reply = await nc.request("$JS.API.INFO", b"", timeout=2.0)
             return max(0, int(json.loads(reply.data or b"{}").get("consumers", 0)))
         except Exception:  # an answer is an optimisation of the bound; none leaves the base
@@ -598,19 +614,32 @@ class EmbeddedBroker:
 
     async def _waited_out(self, proc: asyncio.subprocess.Process, bound: float) -> bool:
         """Wait up to `bound` for the child to exit, saying so every `starting_report_seconds`
-        (a shutdown of minutes is not a hang); False when it is still running."""
+        (a shutdown of minutes is not a hang); False when it is still running. The process table
+        is read beside asyncio's own news of the exit, which can lag the exit itself (a child
+        reaped by the watcher thread whose callback has not reached the loop yet)."""
         began = time.monotonic()
+        reported = began
         while True:
-            left = bound - (time.monotonic() - began)
-            if left <= 0:
-                return proc.returncode is not None
-            try:
-                await asyncio.wait_for(asyncio.shield(proc.wait()), min(left, self.starting_report_seconds))
+            if proc.returncode is not None or not _alive(proc.pid):
                 return True
-            except TimeoutError:
+            now = time.monotonic()
+            if now - began >= bound:
+                return False
+            if now - reported >= self.starting_report_seconds:
+                reported = now
                 log.info("embedded_broker_still_stopping", extra={
-                    "server": self.server_name, "elapsed_seconds": round(time.monotonic() - began),
-                    "bound_seconds": round(bound)})
+                    "server": self.server_name, "elapsed_seconds": round(now - began), "bound_seconds": round(bound)})
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.wait()), min(STOP_POLL_SECONDS, bound - (now - began)))
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` still runs: a zombie (exited, not yet reaped) runs nothing."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 async def _quiet(_exc: Exception) -> None:

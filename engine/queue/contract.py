@@ -112,6 +112,19 @@ class Delivery:
 
 
 @dataclass(frozen=True)
+class Depth:
+    """What a mailbox holds, as the broker counts it (`EventQueue.depth`)."""
+
+    pending: int                        # never delivered yet: waiting for the seat
+    in_flight: int                      # delivered and not settled: a turn on it, or waiting out a NAK's backoff
+    oldest_age_seconds: float | None    # how long the oldest unsettled message has waited; None when empty
+
+    @property
+    def total(self) -> int:
+        return self.pending + self.in_flight
+
+
+@dataclass(frozen=True)
 class Batch:
     """One partition of a drain: its deliveries sorted by event timestamp."""
 
@@ -265,6 +278,15 @@ class EventQueue(Protocol):
 
     async def pending(self, topic: str, group: str) -> int:
         """Messages the subscription retains that nobody has acked (the mailbox depth)."""
+
+    async def depth(self, topic: str, group: str) -> Depth:
+        """The mailbox depth split as the broker's consumer info splits it -- never delivered,
+        and delivered but unsettled -- with the age of the oldest unsettled message (the
+        dashboard's "is it healthy"). SubscriptionError when the subscription does not exist."""
+
+    async def dead_letters(self, topic: str, group: str, within_seconds: float) -> int:
+        """How many of the pair's messages were dead-lettered (`dlq.{topic}.{group}.{digest}`)
+        in the last `within_seconds`; 0 when none ever were."""
 
     async def close(self) -> None:
         """Detach everything (as `detach` does), end broadcast subscriptions, drain the connection."""

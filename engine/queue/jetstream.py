@@ -23,6 +23,7 @@ import dataclasses
 import inspect
 import logging
 import ssl
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -35,6 +36,7 @@ from engine.queue.broadcast import run_publish_listeners
 from engine.queue.contract import (
     STREAM_BUFFER,
     BatchHandler,
+    Depth,
     Handler,
     OptionsSource,
     PatternError,
@@ -316,6 +318,33 @@ class JetStreamQueue:
         if info is None:
             raise SubscriptionError(f"no subscription {group!r} on {topic}")
         return int(info.get("num_pending", 0)) + int(info.get("num_ack_pending", 0))
+
+    async def depth(self, topic: str, group: str) -> Depth:
+        """The consumer info's num_pending (never delivered) and num_ack_pending (delivered,
+        unacked), and the age of the first message of the topic after the consumer's ack floor
+        (one direct read of the stream), by the broker's own clock against this one."""
+        stream = self._spec(topic).name
+        info = await self.provisioner.consumer_info(stream, topics.durable_name(topic, group))
+        if info is None:
+            raise SubscriptionError(f"no subscription {group!r} on {topic}")
+        pending, in_flight = int(info.get("num_pending", 0)), int(info.get("num_ack_pending", 0))
+        oldest = None
+        if pending + in_flight:
+            floor = int((info.get("ack_floor") or {}).get("stream_seq", 0))
+            stored = await self.provisioner.first_message_time(stream, topic, floor + 1)
+            if stored is not None:
+                oldest = max(0.0, time.time() - stored)
+        return Depth(pending, in_flight, oldest)
+
+    async def dead_letters(self, topic: str, group: str, within_seconds: float) -> int:
+        """The pair's dead letters from the last `within_seconds`: a count of the subject (one
+        request, answering 0 for a pair that never dead-lettered), and only when there are
+        some, the count since the instant (a short-lived consumer started at that time)."""
+        subject = topics.dlq_subject(topic, group)
+        stream = topics.stream_for(subject, self.event_retention_hours).name
+        if not await self.provisioner.subject_count(stream, subject):
+            return 0
+        return await self.provisioner.count_since(stream, subject, time.time() - within_seconds)
 
     async def delete_subscription(self, topic: str, group: str) -> None:
         """Destroy the consumer and the mail it retains, wherever it is attached; a missing one

@@ -16,6 +16,7 @@ import contextlib
 import json
 import logging
 import time
+from datetime import datetime, timezone
 from typing import Any, AsyncIterator
 
 import nats.errors
@@ -38,6 +39,8 @@ STREAM_NAME_IN_USE = 10058
 CONSUMER_NOT_FOUND = 10014
 CONSUMER_EXISTS = 10148          # "consumer already exists" (action=create, different config)
 CONSUMER_NAME_EXISTS = 10013     # "consumer name already in use"
+NO_MESSAGE_FOUND = 10037         # a stream read past the last message on a subject
+COUNTER_INACTIVE_SECONDS = 5.0   # a counting consumer the delete missed is reaped this soon
 
 _SILENCE = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespondersError,
             nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError)
@@ -275,6 +278,63 @@ class Provisioner:
             offset += len(page)
             if not page or offset >= body.get("total", 0):
                 return out
+
+
+    # -- reading a stream (the dashboard's mailbox figures) ------------------------------------
+    async def first_message_time(self, stream: str, subject: str, from_seq: int) -> float | None:
+        """When the broker stored the first message on `subject` at or after `from_seq` (epoch
+        seconds), or None when there is none."""
+        try:
+            body = await self.request(f"{API}.STREAM.MSG.GET.{stream}", {"seq": max(from_seq, 1), "next_by_subj": subject},
+                                      self.lookup_timeout_seconds, f"read {stream}")
+        except ApiError as exc:
+            if exc.code in (NO_MESSAGE_FOUND, STREAM_NOT_FOUND):
+                return None
+            raise
+        return broker_time((body.get("message") or {}).get("time"))
+
+    async def subject_count(self, stream: str, subject: str) -> int:
+        """How many messages the stream holds on one subject (0 for a stream not there)."""
+        try:
+            body = await self.request(f"{API}.STREAM.INFO.{stream}", {"subjects_filter": subject},
+                                      self.lookup_timeout_seconds, f"stream {stream}")
+        except ApiError as exc:
+            if exc.code == STREAM_NOT_FOUND:
+                return 0
+            raise
+        return int(((body.get("state") or {}).get("subjects") or {}).get(subject, 0))
+
+    async def count_since(self, stream: str, subject: str, since: float) -> int:
+        """How many messages on `subject` were stored at or after `since` (epoch seconds): the
+        pending count of a consumer created to start there, deleted at once (and reaped by the
+        broker after INACTIVE_SECONDS should the delete be lost)."""
+        config = {"deliver_policy": "by_start_time", "opt_start_time": format_broker_time(since), "ack_policy": "none",
+                  "filter_subject": subject, "inactive_threshold": int(COUNTER_INACTIVE_SECONDS * NANOS),
+                  "mem_storage": True, "num_replicas": 1}
+        body = await self.request(f"{API}.CONSUMER.CREATE.{stream}", {"stream_name": stream, "config": config},
+                                  self.create_timeout_seconds, f"count {subject}")
+        name = body.get("name") or (body.get("config") or {}).get("name")
+        if name:
+            with contextlib.suppress(Exception):
+                await self.request(f"{API}.CONSUMER.DELETE.{stream}.{name}", None, self.lookup_timeout_seconds, f"delete {name}")
+        return int(body.get("num_pending", 0))
+
+
+def broker_time(text: str | None) -> float | None:
+    """An RFC 3339 time as the broker writes it (nanoseconds, `Z`) as epoch seconds."""
+    if not text:
+        return None
+    head, _, frac = text.rstrip("Z").partition(".")
+    try:
+        moment = datetime.fromisoformat(head).replace(tzinfo=timezone.utc)
+    except ValueError:
+        return None
+    digits = "".join(c for c in frac if c.isdigit())[:6]
+    return moment.timestamp() + (int(digits.ljust(6, "0")) / 1e6 if digits else 0.0)
+
+
+def format_broker_time(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def stream_config(spec: topics.StreamSpec, replicas: int = 1) -> dict:

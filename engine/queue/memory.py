@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Iterable, NamedTuple
 from engine.queue import topics
 from engine.queue.broadcast import BufferedTap
 from engine.queue.clock import Clock, MonotonicClock, Timer
-from engine.queue.contract import STREAM_BUFFER, StreamHandler, SubscriptionError, Tuning
+from engine.queue.contract import STREAM_BUFFER, Depth, StreamHandler, SubscriptionError, Tuning
 from events.envelope import Event
 from events.errors import EventDecodeError
 
@@ -334,6 +334,26 @@ class MemoryBroker:
     def pending(self, topic: str, group: str) -> int:
         durable = self.require(topic, group)
         return sum(1 for seq in durable.retained() if seq in durable.stream.messages)
+
+    def depth(self, topic: str, group: str) -> Depth:
+        """As JetStream's consumer info counts: `pending` never delivered (the mailbox), `in_flight`
+        delivered and unsettled (held by a consumer, or returned for redelivery)."""
+        durable = self.require(topic, group)
+        held = durable.stream.messages
+        waiting = [seq for seq in durable.mailbox if seq in held]
+        unsettled = [seq for seq in (*durable.in_flight, *durable.redeliver, *durable.backing_off) if seq in held]
+        stored = [held[seq].stored_at for seq in (*waiting, *unsettled)]
+        oldest = max(0.0, self.clock.now() - min(stored)) if stored else None
+        return Depth(len(waiting), len(unsettled), oldest)
+
+    def dead_letters_within(self, topic: str, group: str, seconds: float) -> int:
+        """The pair's dead letters the dead-letter stream holds from the last `seconds`."""
+        subject = topics.dlq_subject(topic, group)
+        stream = self._streams.get(topics.stream_for(subject, self.event_retention_hours).name)
+        if stream is None:
+            return 0
+        since = self.clock.now() - seconds
+        return sum(1 for m in stream.messages.values() if m.subject == subject and m.stored_at >= since)
 
     # -- delivery -----------------------------------------------------------------------
     def take(self, durable: Durable, holder: object) -> Taken | None:

@@ -24,6 +24,7 @@ from engine.queue.contract import (
     STREAM_BUFFER,
     BatchHandler,
     Delivery,
+    Depth,
     Handler,
     OptionsSource,
     Outcome,
@@ -118,6 +119,14 @@ class MemoryQueue:
     async def pending(self, topic: str, group: str) -> int:
         """Messages the subscription retains that nobody has acked: waiting plus in flight."""
         return self._broker.pending(topic, group)
+
+    async def depth(self, topic: str, group: str) -> Depth:
+        """Never delivered, delivered and unsettled, and the oldest unsettled message's age."""
+        return self._broker.depth(topic, group)
+
+    async def dead_letters(self, topic: str, group: str, within_seconds: float) -> int:
+        """The pair's dead letters from the last `within_seconds`."""
+        return self._broker.dead_letters_within(topic, group, within_seconds)
 
     async def delete_subscription(self, topic: str, group: str) -> None:
         """Destroy the subscription and its mail, wherever it is attached; a missing one is a no-op."""

@@ -18,10 +18,11 @@ class TaskAssigned(SeatEvent):
     task_id: str = ""
     task: str = ""
     assigned_by: str = ""
+    assigned_by_seat: str = ""
     schedule: str = ""
 
     def summary(self, event) -> str:
-        who = self.assigned_by or "someone"
+        who = person(self.assigned_by_seat, self.assigned_by)
         return f"{who} assigned {self.agent_handle or self.agent_id or 'a seat'}: {self.task[:120]}"
 
 

@@ -1,6 +1,8 @@
 "use strict";
 /* Event log (seed 002, "Querying events"): filters by category chip, type, seat, time window
- * and trace id; newest first, paged with the store's cursor; every answer comes from the
+ * and trace id; newest first, each row's date and time to the millisecond; paged with the
+ * store's cursor; a partial answer (`coverage.complete: false`) says so above the table; every
+ * answer comes from the
  * `events_page` query, which is GET /events's own function. The filters live in the URL, so a
  * filtered log is a link. Events that arrive and match are added at the top as they happen. */
 (function () {
@@ -61,15 +63,19 @@
     return a;
   }
 
+  function shownText(n) {
+    return `${fmt.number(n)} event${n === 1 ? "" : "s"} shown, newest first`;
+  }
+
   function row(item, fresh) {
     return h("tr", { "data-event-id": item.id, "data-type": Live.label(item), "data-category": item.category, class: fresh ? "fresh" : "" },
-      h("td", {}, h("time", { datetime: item.timestamp, text: fmt.time(item.timestamp) })),
-      h("td", {}, h("span", { class: `chip cat-${item.category}`, text: item.category })),
-      h("td", { class: "type", text: Live.label(item) }),
-      h("td", {}, item.agent_handle ? h("a", { href: links.seat(item.agent_handle), text: item.agent_handle }) : ""),
-      h("td", {}, h("a", { class: "summary", href: links.event(item.id), text: item.summary || item.type }),
+      h("td", { class: "when", "data-label": "" }, h("time", { datetime: item.timestamp, text: fmt.stamp(item.timestamp) })),
+      h("td", { "data-label": "" }, h("span", { class: `chip cat-${item.category}`, text: item.category })),
+      h("td", { class: "type", "data-label": "Type", text: Live.label(item) }),
+      h("td", { "data-label": "Seat" }, item.agent_handle ? h("a", { href: links.seat(item.agent_handle), text: item.agent_handle }) : ""),
+      h("td", { "data-label": "" }, h("a", { class: "summary", href: links.event(item.id), text: item.summary || item.type }),
         Live.INSPECTABLE.has(item.type) ? [" ", h("a", { class: "inspect", href: links.inspect(item.id), text: "inspect →" })] : []),
-      h("td", {}, item.trace_id ? h("a", { class: "trace-link", href: links.trace(item.trace_id), title: item.trace_id, text: fmt.short(item.trace_id) }) : ""));
+      h("td", { "data-label": "Trace" }, item.trace_id ? h("a", { class: "trace-link", href: links.trace(item.trace_id), title: item.trace_id, text: fmt.short(item.trace_id) }) : ""));
   }
 
   async function load(more) {
@@ -78,12 +84,13 @@
     try {
       const page = await Live.query("events_page", args(more));
       if (mine !== generation) return;
+      Live.coverage(page);
       if (!more) body.replaceChildren();
       for (const item of page.items) body.append(row(item, false));
       cursor = page.next_cursor;
       older.hidden = !cursor;
       const shown = body.children.length;
-      state.textContent = shown ? `${shown} events shown, newest first${cursor ? "" : " (that is all of them)"}` : "No event matches these filters.";
+      state.textContent = shown ? `${shownText(shown)}${cursor ? "" : shown === 1 ? " (the only one)" : " (that is all of them)"}` : "No event matches these filters.";
     } catch (err) {
       if (mine !== generation) return;
       state.textContent = `The store refused this query: ${err.detail || err.message}`;
@@ -132,7 +139,7 @@
     if (!matches(frame.event)) return;
     if (body.querySelector(`tr[data-event-id="${CSS.escape(frame.event.id)}"]`)) return;
     body.prepend(row(frame.event, true));
-    state.textContent = `${body.children.length} events shown, newest first`;
+    state.textContent = shownText(body.children.length);
   });
 
   filters = readUrl();

@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from engine.config import ConfigError, load_node_config, parse_node_config
-from engine.keyring import Key, Keyring
+from engine.config.keyring import Key, Keyring
 from tests.config.conftest import EXAMPLE_ENV, EXAMPLES, KEY, REMOVE, node_problems, node_text, refusal_at
 
 CLUSTER = {"name": "crewlet", "port": 6222, "host": "10.0.0.11",

@@ -61,3 +61,30 @@ def test_a_file_that_is_missing_or_not_yaml_is_refused_without_a_traceback(tmp_p
     assert run.returncode == 2 and "Traceback" not in run.stderr
     assert run.stdout.splitlines() == [f"refused: {tmp_path / 'absent.yaml'}: no such file",
                                        f"refused: {bad}:2:1: not valid YAML: expected the node content, but found '<stream end>'"]
+
+
+def test_a_refused_seat_does_not_hide_the_references_in_one_pass(tmp_path):
+    company = tmp_path / "company.yaml"
+    company.write_text("""name: nimbus
+org:
+  seats:
+    - {handle: maya, kind: human, role: founder}
+    - {handle: alice, kind: agnt, role: engineer, reports_to: maya}
+    - {handle: bob, kind: agent, role: engineer, reports_to: nobody}
+    - {handle: cyd, kind: agent, reports_to: alice}
+schedules:
+  - {name: standup, seat: zed, cron: "0 9 * * 1-5", task: post it}
+  - {name: broken, seat: alice, cron: 7, task: [not, text]}
+  - {name: review, seat: maya, cron: "0 9 * * 1", task: review}
+""")
+    run = validate("--company", str(company))
+    assert run.returncode == 2
+    lines = run.stdout.splitlines()
+    # The field refusal, and every cross-reference the document earns, at once; indices are
+    # the document's own; alice, refused for her kind, is still a seat others report to.
+    assert 'refused: org.seats[1].kind: expected one of agent, human, got "agnt"' in lines
+    assert 'refused: org.seats[2].reports_to: "nobody" names no seat in org.seats' in lines
+    assert 'refused: schedules[0].seat: "zed" names no seat in org.seats' in lines
+    assert any(line.startswith("refused: schedules[1].task") for line in lines)
+    assert any(line.startswith('refused: schedules[2].seat: "maya" is a human seat') for line in lines)
+    assert not any("org.seats[3]" in line for line in lines)

@@ -5,7 +5,7 @@ and see the page say so when its socket drops and come back by itself (STYLE.md:
 facing pages are tested in a real headless Chromium").
 
 Every wait is for an element or a state, with a deadline; nothing asserts a duration.
-Screenshots land in tests/artifacts/ (git-ignored). `make test` installs Chromium first.
+Screenshots land in each test's temporary directory. `make test` installs Chromium first.
 """
 from __future__ import annotations
 
@@ -26,7 +26,6 @@ pytestmark = pytest.mark.timeout(180)
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-ARTIFACTS = ROOT / "tests" / "artifacts"
 USER, PASSWORD = "operator", "a-long-operator-password-1"
 WAIT_MS = 30_000  # a deadline for an element, not a measurement
 
@@ -56,7 +55,6 @@ def browser():
     from playwright.sync_api import sync_playwright
 
     assert Path(CHROMIUM).exists(), f"{CHROMIUM} is missing: `make chromium` installs it (apt-get install chromium)"
-    ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with sync_playwright() as playwright:
         chromium = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         yield chromium
@@ -80,8 +78,16 @@ def page(browser, node):
     context.close()
 
 
-def shot(page, name: str) -> None:
-    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+@pytest.fixture
+def shot(tmp_path):
+    """`shot(page, name)`: a screenshot in the test's temporary directory (the whole page unless
+    `full_page=False`, the screen a person sees first)."""
+    def take(page, name: str, full_page: bool = True) -> Path:
+        path = tmp_path / f"{name}.png"
+        page.screenshot(path=str(path), full_page=full_page)
+        return path
+
+    return take
 
 
 def assign(node: NodeProcess, handle: str, text: str) -> str:
@@ -102,7 +108,7 @@ def turn_for(node: NodeProcess, task_id: str) -> dict:
     return eventually(found, 30, f"the turn of task {task_id}", node)
 
 
-def test_an_operator_sees_every_seat_and_watches_a_turn_happen_live(page, node):
+def test_an_operator_sees_every_seat_and_watches_a_turn_happen_live(page, node, shot):
     from playwright.sync_api import expect
 
     for handle in ("maya", "alice", "bob", "carol"):
@@ -124,15 +130,15 @@ def test_an_operator_sees_every_seat_and_watches_a_turn_happen_live(page, node):
     expect(page.locator('#feed li[data-type="webhook:issue_comment"]').first).to_be_visible()
     shot(page, "overview")
 
-    # Its trace: the delivery is the header, the skip's reason inline, the turn beneath.
+    # Its trace: the delivery is the header, the skip's reason inline, the turn beneath its wake.
     page.goto(f"{node.base}/dashboard/traces/{answer['trace_id']}/")
     expect(page.locator(".trace-root")).to_contain_text("webhook:issue_comment")
-    expect(page.locator('.trace-event[data-type="notification_skipped"] .skip-reason')).to_contain_text("the routing gate refuses it")
-    expect(page.locator('li.span li.span .trace-event[data-type="agent_turn_completed"]')).to_be_visible()
+    expect(page.locator('.wf-row[data-kind="notification"][data-status="skipped"] .skip-reason')).to_contain_text("the routing gate refuses it")
+    expect(page.locator('.wf-row[data-kind="turn"][data-depth="2"]')).to_be_visible()
     shot(page, "trace-webhook")
 
 
-def test_the_event_log_filters_and_leads_to_a_trace_tree_and_an_inspected_turn(page, node):
+def test_the_event_log_filters_and_leads_to_a_trace_tree_and_an_inspected_turn(page, node, shot):
     from playwright.sync_api import expect
 
     task = assign(node, "bob", "triage the new issues")
@@ -158,21 +164,22 @@ def test_the_event_log_filters_and_leads_to_a_trace_tree_and_an_inspected_turn(p
 
     page.click(f'#log tr[data-event-id="{turn["id"]}"] a.trace-link')
     page.wait_for_url(f"**/dashboard/traces/{turn['trace_id']}/")
-    # The task is the root; the turn's events hang under its span.
+    # The task is the root; its turn hangs under it, its phase under the turn.
     expect(page.locator(".trace-root")).to_contain_text("assigned bob")
-    nested = page.locator(f'li.span li.span .trace-event[data-event-id="{turn["id"]}"]')
+    nested = page.locator(f'.wf-row[data-kind="turn"][data-depth="1"][data-key="turn:{turn["turn_id"]}"]')
     expect(nested).to_be_visible()
-    expect(page.locator('.trace-event[data-type="agent_turn_started"]')).to_be_visible()
+    expect(page.locator('.wf-row[data-kind="phase"][data-depth="2"]')).to_be_visible()
     shot(page, "trace")
 
-    nested.locator("a.inspect").click()
+    nested.click()
+    page.locator(".wf-detail a.inspect").click()
     page.wait_for_url("**/inspect/")
     expect(page.locator('[data-part="user-prompt"]').first).to_contain_text("triage the new issues")
     expect(page.locator('[data-part="response"]').first).not_to_be_empty()
     shot(page, "inspect")
 
 
-def test_a_staff_user_pauses_and_resumes_a_seat_from_its_page(page, node):
+def test_a_staff_user_pauses_and_resumes_a_seat_from_its_page(page, node, shot):
     from playwright.sync_api import expect
 
     page.click('#seats tr[data-seat="carol"] a.handle')
@@ -180,14 +187,14 @@ def test_a_staff_user_pauses_and_resumes_a_seat_from_its_page(page, node):
     page.wait_for_selector('#live-status[data-state="live"]')
     state = page.locator('#seat [data-field="state"]')
     expect(state).to_have_attribute("data-state", "idle")
-    expect(page.locator('[data-field="mailbox"]')).to_have_text("0")
+    expect(page.locator('[data-field="mailbox"]')).to_have_text("0 waiting, 0 in flight")
     page.fill("input[name=reason]", "reviewing her prompts")
     page.click('button[data-action="pause"]')
     expect(page.locator(".messages")).to_contain_text("carol is paused")
     expect(state).to_have_attribute("data-state", "paused")
     expect(page.locator('[data-field="paused"]')).to_contain_text("reviewing her prompts")
     status, body, _ = node.get("/seats/carol", token=READER)
-    assert body["paused"]["paused_by"] == f"user:{USER}"
+    assert body["paused"]["paused_by"] == USER  # the person, by the name they sign in with
     shot(page, "seat-paused")
     page.click('button[data-action="resume"]')
     expect(page.locator(".messages")).to_contain_text("carol is resumed")
@@ -195,7 +202,7 @@ def test_a_staff_user_pauses_and_resumes_a_seat_from_its_page(page, node):
     expect(page.locator("#seat-events li").first).to_contain_text("resumed")
 
 
-def test_an_admin_activates_an_older_revision_and_the_company_page_shows_it(page, node):
+def test_an_admin_activates_an_older_revision_and_the_company_page_shows_it(page, node, shot):
     from playwright.sync_api import expect
 
     status, _, _ = node.put("/config", vendor.company_yaml(extra="notification_rate_limit: 5\n").encode())
@@ -212,13 +219,16 @@ def test_an_admin_activates_an_older_revision_and_the_company_page_shows_it(page
     shot(page, "company")
 
 
-def test_the_page_says_when_its_socket_drops_and_reconnects_by_itself(page, node):
+def test_the_page_says_when_its_socket_drops_and_reconnects_by_itself(page, node, shot):
     from playwright.sync_api import expect
 
     status = page.locator("#live-status")
     node.stop()  # the node drains: its socket closes
     expect(status).to_have_attribute("data-state", "down")
     expect(page.locator('#live-notes [data-note="socket"]')).to_contain_text("dropped")
+    expect(page.locator("#live-retry")).to_be_visible()  # "retry now"
+    page.click("#live-retry")  # nothing answers yet: it is down again, and says so
+    expect(status).to_have_attribute("data-state", "down")
     shot(page, "socket-down")
     node.start()  # the same store, port and keyring: the session survives
     node.wait_ready(90)

@@ -114,7 +114,7 @@ async def test_the_revision_admin_redacts_and_activates_through_the_running_node
     assert "[redacted]" in change and "literally-the-secret" not in change
     response = await client.post("/admin/engine/companyrevision/", {"action": "activate_revision", "_selected_action": [row.pk]})
     assert response.status_code == 302
-    assert activated == [("nimbus", "admin:root", "admin")]
+    assert activated == [("nimbus", "root", "admin")]
 
 
 async def test_the_seat_page_shows_the_seat_and_a_staff_user_pauses_and_resumes_it(node):
@@ -134,7 +134,7 @@ async def test_the_seat_page_shows_the_seat_and_a_staff_user_pauses_and_resumes_
     from seats.pauses import PauseBook
 
     pause = await PauseBook(node.coord).get("alice")
-    assert pause is not None and pause.reason == "review" and pause.paused_by == "user:root"
+    assert pause is not None and pause.reason == "review" and pause.paused_by == "root"
     await staff.post("/dashboard/seats/alice/resume", {"csrfmiddlewaretoken": token})
     assert await PauseBook(node.coord).get("alice") is None
     assert (await staff.get("/dashboard/seats/nobody/")).status_code == 404
@@ -147,3 +147,89 @@ async def test_the_admin_shows_which_seats_are_paused_from_the_coordination_stor
     client = await signed_in(True, node)
     body = (await client.get("/admin/seats/pauses/")).content.decode()
     assert "bob" in body and "too chatty" in body
+
+
+async def test_the_trace_box_opens_a_trace_from_its_id_its_first_characters_an_event_or_a_task(node):
+    trace = "ab12cd34" + "0" * 24
+    task = make_event("task_assigned", node.company, "alice", at=T0, trace_id=trace, task="ship it", task_id="5e0c7d0e-1111-4aaa-8bbb-123456789abc")
+    twin_trace = "ab12cd35" + "f" * 24
+    await sync_to_async(write_events)([task, make_event("org_started", at=T0, trace_id=twin_trace)])
+    client = await signed_in(False, node)
+    for text in (trace, trace[:8], str(task.id), task.get("task_id"), f"  {trace.upper()}  "):
+        response = await client.get("/dashboard/traces/", {"q": text})
+        assert response.status_code == 302 and response["Location"] == f"/dashboard/traces/{trace}/", text
+    # A short id in the trace page's own address is resolved the same way.
+    response = await client.get(f"/dashboard/traces/{trace[:8]}/")
+    assert response.status_code == 302 and "q=ab12cd34" in response["Location"]
+    ambiguous = await client.get("/dashboard/traces/", {"q": "ab12cd3"})
+    body = ambiguous.content.decode()
+    assert ambiguous.status_code == 200 and 'data-outcome="ambiguous"' in body and trace in body and twin_trace in body
+    none = await client.get("/dashboard/traces/", {"q": "fedcba98"})
+    assert none.status_code == 404 and 'data-outcome="none"' in none.content.decode()
+    refused = await client.get("/dashboard/traces/", {"q": "'; drop table crewlet_events; --"})
+    assert refused.status_code == 422 and "q: expected a trace id" in html.unescape(refused.content.decode())
+
+
+async def test_a_staff_user_gives_a_seat_a_task_from_its_page_through_the_routes_function(node):
+    viewer = await signed_in(False, node)
+    page = (await viewer.get("/dashboard/seats/alice/")).content.decode()
+    assert 'id="task-form"' not in page
+    assert (await viewer.post("/dashboard/seats/alice/tasks", {"text": "x"})).status_code == 403
+
+    staff = await signed_in(True, node, enforce_csrf_checks=True)
+    page = (await staff.get("/dashboard/seats/alice/")).content.decode()
+    assert 'id="task-form"' in page and 'action="/dashboard/seats/alice/tasks"' in page
+    assert (await staff.post("/dashboard/seats/alice/tasks", {"text": "no token"})).status_code == 403  # CSRF
+    token = staff.cookies["csrftoken"].value
+    seen = []
+    await node.queue.subscribe_stream(_subject(), _collect(seen))
+    response = await staff.post("/dashboard/seats/alice/tasks", {"text": "Write the release notes", "csrfmiddlewaretoken": token},
+                                headers={"Accept": "application/json"})
+    assert response.status_code == 202
+    answer = response.json()
+    assert set(answer) == {"event_id", "task_id", "trace_id", "handle", "trace_url"}
+    assert answer["trace_url"].endswith(f"/dashboard/traces/{answer['trace_id']}/")
+    from tests.queue.waiting import eventually
+
+    await eventually(lambda: seen, message="the task on the event stream")
+    assert str(seen[0].id) == answer["event_id"] and seen[0].get("assigned_by") == "root"
+    refused = await staff.post("/dashboard/seats/maya/tasks", {"text": "x", "csrfmiddlewaretoken": token},
+                               headers={"Accept": "application/json"})
+    assert refused.status_code == 422 and "human seat" in refused.json()["detail"]
+    plain = await staff.post("/dashboard/seats/alice/tasks", {"text": "again", "csrfmiddlewaretoken": token})
+    assert plain.status_code == 302 and plain["Location"] == "/dashboard/seats/alice/"
+
+
+def _subject() -> str:
+    from engine.queue import topics
+
+    return topics.event_subject("task_assigned")
+
+
+def _collect(into: list):
+    async def handler(event):
+        into.append(event)
+    return handler
+
+
+async def test_a_missing_page_is_answered_inside_the_layout_and_the_favicon_is_served(node, settings):
+    settings.DEBUG = False
+    client = await signed_in(False, node)
+    missing = await client.get("/dashboard/seats/nobody/")
+    body = missing.content.decode()
+    assert missing.status_code == 404 and 'class="panel error-page"' in body and "dashboard.css" in body
+    assert "is no seat of the company" in html.unescape(body)
+    nowhere = await client.get("/no/such/page")
+    assert nowhere.status_code == 404 and "error-page" in nowhere.content.decode()
+    icon = await client.get("/favicon.ico")
+    assert icon.status_code == 301 and icon["Location"] == "/static/dashboard/favicon.svg"
+    assert (await client.get("/static/dashboard/favicon.svg")).status_code == 200
+
+
+async def test_the_company_page_draws_the_org_chart_from_reports_to(node):
+    client = await signed_in(False, node)
+    body = (await client.get("/dashboard/company/")).content.decode()
+    chart = body[body.index('id="org-chart"'):]
+    maya = chart.index('data-seat="maya"')
+    reports = chart.index('class="org-reports"', maya)
+    assert maya < reports < chart.index('data-seat="alice"') < chart.index('data-seat="bob"')

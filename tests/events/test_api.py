@@ -33,7 +33,7 @@ probe = NinjaAPI(urls_namespace="events-test-probe", docs_url=None, openapi_url=
 
 @probe.get("/admin-only", auth=TokenAuth("admin"))
 def admin_only(request):
-    return {"token_id": request.auth}
+    return {"token_id": request.auth.token_id}
 
 
 urlpatterns = [path("probe/", probe.urls), *site_urls.urlpatterns]

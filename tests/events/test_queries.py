@@ -210,3 +210,62 @@ def test_every_filter_is_an_ordered_index_seek(kwargs, index, monkeypatch):
     assert f"INDEX {index} " in plan, plan
     if "agent" not in kwargs:
         assert "TEMP B-TREE" not in plan, plan
+
+
+# -- the trace box (events.queries.find_trace) -----------------------------------------------
+def test_the_trace_box_takes_a_trace_id_an_event_id_or_a_task_id():
+    from events.queries import find_trace
+
+    task_id = str(uuid.uuid4())
+    trace_id = new_trace_id()
+    task = make_event("task_assigned", at=T0, agent_id="id-ada", agent_handle="ada", task="write it", task_id=task_id,
+                      trace_id=trace_id)
+    turn = make_event("agent_turn_completed", at=T0 + timedelta(seconds=1), agent_id="id-ada", trace_id=trace_id)
+    write_events([task, turn, make_event("org_started", at=T0)])
+
+    assert find_trace(trace_id) == find_trace(f"  {trace_id.upper()} ") != find_trace(str(turn.id))
+    assert find_trace(trace_id).trace_id == trace_id and find_trace(trace_id).via == "trace"
+    assert (find_trace(str(turn.id)).trace_id, find_trace(str(turn.id)).via) == (trace_id, "event")
+    assert (find_trace(turn.id.hex).trace_id, find_trace(turn.id.hex).via) == (trace_id, "event")
+    assert (find_trace(task_id).trace_id, find_trace(task_id).via) == (trace_id, "task")
+    assert find_trace(str(uuid.uuid4())).trace_id is None  # well formed, names nothing
+
+
+def test_a_short_trace_id_is_a_prefix_and_an_ambiguous_one_lists_its_traces():
+    from events.queries import find_trace
+
+    shared = "abcdef12"
+    one, two = shared + "0" * 24, shared + "f" * 24
+    lone = "0123456789abcdef" * 2
+    write_events([make_event("org_started", at=T0 + timedelta(seconds=i), trace_id=t) for i, t in enumerate((one, one, two, lone))])
+
+    assert (find_trace(lone[:8]).trace_id, find_trace(lone[:8]).via) == (lone, "prefix")
+    ambiguous = find_trace(shared)
+    assert ambiguous.trace_id is None and ambiguous.candidates == (one, two)  # each trace once, in order
+    assert find_trace(shared + "0").trace_id == one
+    assert find_trace("fedcba98").trace_id is None and find_trace("fedcba98").candidates == ()
+
+
+@pytest.mark.parametrize("text", ["", "   ", "abc", "not-an-id", "abcdef12' OR 1=1 --", "%", "ab_cd%ef", "g" * 8,
+                                  "a" * 33, "1234-5678"])
+def test_the_trace_box_refuses_what_can_be_no_id_by_naming_the_field(text):
+    from events.queries import find_trace
+
+    write_events([make_event("org_started", at=T0, trace_id="ab" * 16)])
+    with pytest.raises(EventQueryError) as refused:
+        find_trace(text)
+    assert refused.value.param == "q"
+
+
+def test_a_prefix_is_a_range_seek_of_the_trace_index_not_a_scan():
+    from events.queries import _trace_prefix  # noqa: F401  (the SQL it runs is what is checked)
+
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN QUERY PLAN SELECT trace_id FROM crewlet_events WHERE trace_id >= %s AND trace_id < %s "
+                       "ORDER BY trace_id LIMIT 1", ["abcdef12", "abcdef12g"])
+        plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+        cursor.execute("EXPLAIN QUERY PLAN SELECT event_type, event_time, trace_id FROM crewlet_events WHERE task_id IN (%s, %s) "
+                       "AND NOT (task_id = '') AND trace_id != '' LIMIT %s", ["x", "y", 100])
+        task_plan = " ".join(str(row[-1]) for row in cursor.fetchall())
+    assert "USING COVERING INDEX crewlet_events_trace" in plan or "USING INDEX crewlet_events_trace" in plan, plan
+    assert "crewlet_events_task" in task_plan, task_plan

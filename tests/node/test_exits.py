@@ -46,7 +46,8 @@ def test_a_port_already_taken_fails_the_boot_at_once_naming_the_address(nodes):
         holder.listen(1)
         node.start()
         assert node.wait_exit(60) == 1
-    assert f"api.port: 127.0.0.1:{node.port} already in use" in node.log_text()
+    assert f"api.port: 127.0.0.1:{node.port} is already in use" in node.log_text()
+    assert "pick another with --api-port 8123" in node.log_text() and "make run PORT=8123" in node.log_text()
     assert not (node.home / "stream").exists()  # it failed before recovering anything
 
 

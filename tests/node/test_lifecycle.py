@@ -114,3 +114,23 @@ def test_the_admin_token_is_never_written_to_the_log(nodes):
     node.stop()
     text = node.log_text()
     assert ADMIN not in text and READER not in text
+
+
+def test_ctrl_c_says_which_turns_the_drain_waits_for_and_how_to_cut_it(nodes):
+    import json
+    import urllib.request
+
+    slow = COMPANY.replace("delay_seconds: 0.1", "delay_seconds: 3")
+    node = nodes("node-1").start(company=slow)
+    node.wait_ready()
+    eventually(lambda: "alice" in node.probe("/health")[1]["seats"], 30, "alice to be claimed", node)
+    request = urllib.request.Request(f"{node.base}/seats/alice/tasks", data=json.dumps({"text": "take your time"}).encode(),
+                                     method="POST", headers={"Authorization": f"Bearer {ADMIN}", "Content-Type": "application/json"})
+    urllib.request.urlopen(request, timeout=10).read()
+    eventually(lambda: node.get("/seats/alice", token=READER)[1]["state"] == "working", 30, "alice's turn to start", node)
+    node.signal(signal.SIGINT)
+    eventually(lambda: "crewlet: stopping" in node.log_text(), 10, "the note on the terminal", node)
+    assert "waiting for 1 running turn (alice) to finish; press Ctrl-C again to stop at once" in node.log_text()
+    assert node.wait_exit() == 0  # the turn finished, then the node drained
+    messages = [line["msg"] for line in node.log_lines()]
+    assert messages.index("node_draining") < messages.index("node_stopped")

@@ -76,7 +76,7 @@ def test_a_port_already_taken_is_refused_naming_the_field_and_address():
     taken = bind("127.0.0.1", 0)
     port = taken.getsockname()[1]
     try:
-        with pytest.raises(ListenerError, match=rf"api.public.port: 127.0.0.1:{port} already in use"):
+        with pytest.raises(ListenerError, match=rf"api.public.port: 127.0.0.1:{port} is already in use.*pick another api.public.port"):
             bind("127.0.0.1", port, field="api.public.port")
     finally:
         taken.close()

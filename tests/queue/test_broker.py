@@ -181,6 +181,27 @@ async def test_a_stopped_broker_is_not_reported_dead(tmp_path):
     assert reasons == []
 
 
+async def test_a_start_after_a_forced_stop_says_in_one_line_why_the_broker_recovers(tmp_path, caplog):
+    caplog.set_level(logging.WARNING, logger="queue")
+    store = str(tmp_path / "stream")
+    clean = EmbeddedBroker(store_dir=store, server_name="test-node")
+    await clean.start()
+    await clean.stop()
+    again = EmbeddedBroker(store_dir=store, server_name="test-node")
+    await again.start()
+    assert not [r for r in caplog.records if r.getMessage() == "embedded_broker_recovering"]  # a clean stop: quiet
+    os.killpg(again.pid, signal.SIGKILL)  # as a second Ctrl-C leaves it: killed with its parent
+    await eventually(lambda: _gone(again.pid))
+    await again.stop()
+    after = EmbeddedBroker(store_dir=store, server_name="test-node")
+    await after.start()
+    try:
+        said = [r for r in caplog.records if r.getMessage() == "embedded_broker_recovering"]
+        assert len(said) == 1 and "did not stop cleanly" in said[0].detail
+    finally:
+        await after.stop()
+
+
 def _wrapper(tmp_path: Path, body: str) -> str:
     """An executable standing in for nats-server: `body`, then (maybe) the real binary."""
     path = tmp_path / "slow-nats-server"

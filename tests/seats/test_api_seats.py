@@ -74,7 +74,7 @@ async def test_a_task_reaches_the_seats_inbox_and_answers_202_with_its_event_id(
     trigger = served.turns.requests[0].trigger
     assert str(trigger.id) == body["event_id"]
     assert trigger.type == "task_assigned" and trigger.get("task") == "Write the release notes"
-    assert trigger.get("assigned_by") == "token:admin"
+    assert trigger.get("assigned_by") == "admin"
 
 
 async def test_a_task_for_a_human_or_an_unknown_seat_is_refused_by_name(served):
@@ -125,3 +125,19 @@ async def test_budgets_show_every_scope(served):
 async def test_without_a_running_node_the_routes_answer_503():
     status, body = await _call(None, "get", "/seats", READ)
     assert status == 503 and "no node" in body["detail"]
+
+
+def test_an_action_is_recorded_under_the_tokens_seat_and_summarised_by_its_handle():
+    from engine.config import parse_company
+    from engine.config.tokens import Caller
+    from seats.queries import actor_seat
+
+    company = parse_company("name: nimbus\norg:\n  seats:\n    - {handle: maya, kind: human}\n    - {handle: alice, kind: agent}\n")
+    assert str(Caller("founder", "maya")) == "maya" and str(Caller("founder")) == "founder"
+    assert actor_seat(company, "maya") == "maya"
+    assert actor_seat(company, "nobody") == "" and actor_seat(company, "") == ""  # a seat the company lacks is not claimed
+    task = build_task(company, "alice", "Write the release notes", "founder", assigned_by_seat="maya")
+    assert task.summary() == "maya assigned alice: Write the release notes"
+    bare = build_task(company, "alice", "Write the release notes", "founder")
+    assert bare.summary() == "founder assigned alice: Write the release notes"
+    assert "token:" not in task.summary() + bare.summary()

@@ -25,9 +25,15 @@ def test_a_task_from_the_command_line_runs_as_one_turn_and_a_human_seat_is_refus
         node.start()
         node.wait_ready()
         config = node.home / "crewlet.yaml"
+        # Only api.port names where this node listens; external_url still names another port
+        # (a proxy, or a port changed in one place only): the command posts to the node itself.
+        config.write_text(config.read_text().replace(f'external_url: "http://127.0.0.1:{node.port}"',
+                                                     'external_url: "http://127.0.0.1:9"'))
         done = _task(config, "alice", "Write the release notes")
         assert done.returncode == 0, done.stderr
-        event_id = json.loads(done.stdout)["event_id"]
+        answer = json.loads(done.stdout)
+        event_id = answer["event_id"]
+        assert answer["trace_url"] == f"{node.base}/dashboard/traces/{answer['trace_id']}/" and answer["task_id"]
 
         def completed():
             status, body, _ = node.get("/events?type=agent_turn_completed", READER)

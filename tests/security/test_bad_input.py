@@ -91,13 +91,13 @@ def test_a_deeply_nested_frame_is_answered_400_and_the_socket_closes_cleanly(nod
     assert socket.close_code == 1000
 
 
-def test_a_pasted_trace_id_that_is_a_path_is_a_400_naming_it(node):
+def test_a_pasted_trace_id_that_is_a_path_is_a_422_naming_it(node):
     make_user(node, "tracer", "a-tracer-password-0123")
     session = Session(node.base)
     assert session.sign_in("tracer", "a-tracer-password-0123")[0] == 302
     status, _, text = session.request("GET", "/dashboard/traces/?trace_id=../..")
-    assert status == 400
-    assert text.startswith("trace_id: expected a trace id")
+    assert status == 422
+    assert "q: expected a trace id, an event id or a task id" in text
     still_ready(node)
     no_traceback(node)
 

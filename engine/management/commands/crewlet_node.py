@@ -10,6 +10,7 @@ that failed, a connection closed for good, a second signal), 2 a configuration r
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -33,19 +34,32 @@ def secrets_of(cfg) -> list[str]:
 
 
 def banner(cfg, roles, base: str) -> str:
-    """Where to look, printed once the listener is bound."""
-    lines = [f"Crewlet node {cfg.node.id} ({','.join(roles)}) listening on {base}/"]
+    """Where to look, printed once the listener is bound; the README shows it as printed."""
+    lines = [f"Crewlet node {cfg.node.id} ({','.join(roles)}): {base}/"]
     if cfg.api.external_url and cfg.api.external_url.rstrip("/") != base:
-        lines.append(f"  reached at     {cfg.api.external_url}")
-    lines.append(f"  health, ready  {base}/health  {base}/ready")
+        lines.append(f"  reached at    {cfg.api.external_url}")
+    if "ingress" in roles:
+        lines.append(f"  dashboard     {base}/dashboard/   (sign in with a user from: make superuser)")
+    lines.append(f"  health        {base}/health   ready: {base}/ready")
     if "ingress" in roles:
         lines += [
-            f"  dashboard      {base}/dashboard/  (sign in with a Django user: make superuser)",
-            f"  REST API       {base}/events  (Authorization: Bearer <a token from api.auth.tokens>)",
-            f"  API docs       {base}/api/docs",
-            f"  admin          {base}/admin/",
+            f"  REST API      {base}/events   (Authorization: Bearer <a token from api.auth.tokens>)",
+            f"  API docs      {base}/api/docs",
+            f"  admin         {base}/admin/",
         ]
+    lines.append("Stop it with Ctrl-C (a second Ctrl-C stops at once).")
     return "\n".join(lines) + "\n"
+
+
+def stopping_note(node) -> str:
+    """What the first Ctrl-C says: how many turns the drain waits for, and how to cut it."""
+    runtime = node.seat_runtime
+    running = runtime.running() if runtime is not None else []
+    if not running:
+        return "crewlet: stopping: draining (press Ctrl-C again to stop at once)\n"
+    turns = f"{len(running)} running turn{'s' if len(running) != 1 else ''} ({', '.join(running)})"
+    return (f"crewlet: stopping: waiting for {turns} to finish; press Ctrl-C again to stop at once "
+            "(their mail stays on the broker and is worked again after a restart)\n")
 
 
 class Command(BaseCommand):
@@ -165,6 +179,9 @@ class Command(BaseCommand):
                     log.error("force_stop", extra={"signal": signal.Signals(signum).name})
                     os._exit(EXIT_FATAL)
                 node.request_stop(f"{signal.Signals(signum).name} received")
+                with contextlib.suppress(Exception):  # a note for the person at the terminal, never a failure
+                    sys.stderr.write(stopping_note(node))
+                    sys.stderr.flush()
 
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(signum, on_signal, signum)

@@ -5,9 +5,11 @@ publishes one).
 The embedded broker is private to the running node (a per-boot token that never leaves the
 process), so the command goes through the node's API -- `POST /seats/{handle}/tasks` -- which
 builds the event with `seats.tasks.build_task`: the route and the command cannot disagree.
-The address is `--url`, else `api.external_url`, else `http://{api.host}:{api.port}` from the
-config; the admin token is CREWLET_API_TOKEN (or `--token`, which other users can see in a
-process listing).
+The address is `--url`, else the node's own listener as the config it is given says:
+`http://{api.host}:{api.port}` (a wildcard host is reached on 127.0.0.1) -- the port the node
+binds, whatever `api.external_url` says a browser uses. The admin token is CREWLET_API_TOKEN
+(or `--token`, which other users can see in a process listing). It prints the route's answer:
+the event id, the task id, the trace id and the dashboard URL of the trace.
 """
 from __future__ import annotations
 
@@ -18,15 +20,13 @@ from django.core.management.base import BaseCommand, CommandError
 
 
 def api_url(config) -> str | None:
-    """The node's own API address from its Tier A config, None when it serves none."""
+    """The node's own listener from its Tier A config, None when it serves none."""
     api = getattr(config, "api", None)
-    if api is None:
-        return None
-    if api.external_url:
-        return api.external_url.rstrip("/")
-    if not api.port:
+    if api is None or not api.port:
         return None
     host = api.host if api.host not in ("0.0.0.0", "::", "") else "127.0.0.1"
+    if ":" in host:  # an IPv6 literal
+        host = f"[{host}]"
     return f"http://{host}:{api.port}"
 
 
@@ -61,7 +61,7 @@ class Command(BaseCommand):
             response = httpx.post(f"{url.rstrip('/')}/seats/{handle}/tasks", json={"text": opts["text"]},
                                   headers={"Authorization": f"Bearer {token}"}, timeout=30)
         except httpx.HTTPError as exc:
-            raise CommandError(f"--url {url}: the node did not answer ({exc})") from None
+            raise CommandError(f"--url {url}: the node did not answer ({exc}); is it running, on this port?") from None
         try:
             body = response.json()
         except ValueError:
