@@ -71,6 +71,12 @@ CREATE_RETRY_SECONDS = 1.0
 CREATE_BUDGET_SECONDS = 30.0
 CREATE_BUDGET_CLUSTERED_SECONDS = 120.0
 SLOW_AFTER_SECONDS = 10.0         # a bucket still being made after this writes one WARN naming it
+# A listing's temporary consumer is reaped this long after the pass lets go of it. The client's
+# default is five minutes, and since nats-server 2.15 a stream that names no consumer limit
+# holds 1,000: three nodes sweeping placement every 0.3 s filled crewlet_leases with passes
+# already read ("maximum consumers limit reached") and every listing failed from then on.
+PASS_CONSUMER_IDLE_SECONDS = 5.0
+BUCKET_MAX_CONSUMERS = 100_000    # explicit, for the same reason: far past what listings keep alive
 
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_/")
 _ESCAPED = re.compile(r"(?:=[0-9A-F]{2})+")
@@ -403,7 +409,7 @@ class NatsKVCoord:
             name=_stream(bucket), subjects=[f"$KV.{bucket}.>"], max_msgs_per_subject=1,
             max_age=max_age, discard=api.DiscardPolicy.NEW, allow_rollup_hdrs=True,
             allow_msg_ttl=True, deny_delete=True, allow_direct=False, max_msgs=-1,
-            max_consumers=-1, num_replicas=self._replicas, storage=api.StorageType.FILE,
+            max_consumers=BUCKET_MAX_CONSUMERS, num_replicas=self._replicas, storage=api.StorageType.FILE,
             duplicate_window=min(120.0, max_age) if max_age else 120.0)
 
     async def _publish(self, bucket: str, subject: str, value: bytes, *, expected: int | None = None,
@@ -438,7 +444,7 @@ class NatsKVCoord:
         kv = KeyValue(name=bucket, stream=_stream(bucket), pre=f"$KV.{bucket}.", js=self._js, direct=False)
         live: set[str] = set()
         with self._answers(bucket):
-            watcher = await kv.watch(">", meta_only=True)
+            watcher = await kv.watch(">", meta_only=True, inactive_threshold=PASS_CONSUMER_IDLE_SECONDS)
             try:
                 while (entry := await watcher.updates(timeout=self._timeout)) is not None:
                     if entry.operation is None:
