@@ -108,7 +108,7 @@ async def pending_total(q) -> int:
 async def seats_run(q, work: list[tuple[int, list]], window: int, max_batch: int) -> dict:
     node = SimpleNamespace(queue=q, coord=LocalCoord(), company=company(window, max_batch), node_id="bench",
                            cfg=SimpleNamespace(node=SimpleNamespace(max_concurrent=32)), leases=None,
-                           timings=SimpleNamespace(sweep_seconds=5.0), services=[])
+                           timings=SimpleNamespace(sweep_seconds=5.0), services=[], state=SimpleNamespace(tool_servers=()))
     for seat in node.company.agent_seats():
         await q.ensure_subscription(topics.agent_inbox(seat.handle), topics.inbox_group(seat.handle))
     runtime = SeatRuntime(node)
@@ -151,7 +151,7 @@ async def solo_run(q, turns: int) -> dict:
     acked -- the host's overhead with nothing else on the event loop."""
     node = SimpleNamespace(queue=q, coord=LocalCoord(), company=company(0, 20), node_id="bench",
                            cfg=SimpleNamespace(node=SimpleNamespace(max_concurrent=32)), leases=None,
-                           timings=SimpleNamespace(sweep_seconds=5.0), services=[])
+                           timings=SimpleNamespace(sweep_seconds=5.0), services=[], state=SimpleNamespace(tool_servers=()))
     inbox, group = topics.agent_inbox("seat0"), topics.inbox_group("seat0")
     await q.ensure_subscription(inbox, group)
     runtime = SeatRuntime(node)

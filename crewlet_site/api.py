@@ -13,6 +13,7 @@ from django.http import HttpRequest
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from a2a.errors import A2ARefused
 from crewlet_site.auth import TokenAuth
 from engine.queue.contract import QueueError
 from seats.errors import SeatRefused
@@ -87,6 +88,11 @@ def _not_taken(request: HttpRequest, exc: QueueError):
     return response
 
 
+@api.exception_handler(A2ARefused)
+def _a2a_refused(request: HttpRequest, exc: A2ARefused):
+    return api.create_response(request, {"detail": exc.detail}, status=exc.status)
+
+
 @api.exception_handler(Exception)
 def _unexpected(request: HttpRequest, exc: Exception):
     log.exception("api_unhandled_error", extra={"path": request.path})
@@ -96,6 +102,7 @@ def _unexpected(request: HttpRequest, exc: Exception):
 def mount_routers() -> None:
     """Attach each app's Routers with their grants; called once from urls.py. (The webhook
     routes are answered before Django, by notify's ASGI edge: crewlet_site/asgi.py.)"""
+    from a2a import api as a2a_api
     from engine import api as engine_api
     from events import api as events_api
     from seats import api as seats_api
@@ -104,3 +111,4 @@ def mount_routers() -> None:
     api.add_router("/events", events_api.router, auth=bearer)
     api.add_router("", engine_api.router, auth=bearer)
     api.add_router("", seats_api.router, auth=bearer)
+    api.add_router("", a2a_api.router, auth=bearer)

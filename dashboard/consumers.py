@@ -181,8 +181,16 @@ class StreamConsumer(AsyncJsonWebsocketConsumer):
                 return
             finally:
                 self.in_flight -= 1
-        await self.send(text_data=encode({"type": "answer", "id": ident, "query": name, "result": result}))
+        await self._send_quietly(encode({"type": "answer", "id": ident, "query": name, "result": result}))
 
     async def _error(self, ident: Any, name: str, status: int, detail: str) -> None:
         log.info("stream_query_refused", extra={"query": name, "status": status})
-        await self.send(text_data=encode({"type": "error", "id": ident, "query": name, "status": status, "detail": detail}))
+        await self._send_quietly(encode({"type": "error", "id": ident, "query": name, "status": status, "detail": detail}))
+
+    async def _send_quietly(self, text: str) -> None:
+        """An answer for a tab that went away while its query ran (a page left mid-read) has
+        nobody to reach: dropped, as the pump drops a frame, never a traceback in the log."""
+        try:
+            await self.send(text_data=text)
+        except Exception as exc:
+            log.debug("stream_send_failed", extra={"error": str(exc)})

@@ -5,7 +5,8 @@ route)"; seed 000, "Event Types": seat_paused / seat_resumed, task_assigned).
 
 The seat's live row comes from the projection; what the seats app knows of it (mailbox
 depth, holds, its pause record) from `seats.queries.get_seat`, the function `GET
-/seats/{handle}` calls, and its history from `events.queries`: its turns as a list with each
+/seats/{handle}` calls, its open A2A channels from `a2a.queries.list_channels` (seed 000,
+"Ephemeral A2A channels"), and its history from `events.queries`: its turns as a list with each
 one's outcome, duration, tokens and trigger. Pause, resume and a task go through the functions
 the `POST /seats/{handle}/pause|resume|tasks` routes call, with the signed-in user as the actor
 -- recorded by user name, and as the seat whose handle that name is, if there is one.
@@ -19,6 +20,8 @@ from typing import Any
 from django.http import HttpRequest
 from django.urls import reverse
 
+from a2a import queries as a2a
+from a2a.errors import A2ARefused
 from dashboard.node import DashboardNode
 from dashboard.reads import run_read
 from events.queries import events_page
@@ -85,8 +88,18 @@ async def context(node: DashboardNode | None, handle: str) -> dict[str, Any] | N
         except SeatRefused as exc:
             detail_error = exc.detail
     turns, recent = await run_read(_history, handle)
+    channels, channels_error = await open_channels(node, handle) if row.get("kind") == "agent" else ([], None)
     return {"seat": row, "detail": detail, "detail_error": detail_error, "turns": turns, "recent": recent,
+            "channels": channels, "channels_error": channels_error,
             "handle": handle, "mailbox_depth": (detail or {}).get("mailbox_depth"), "holds": (detail or {}).get("holds") or []}
+
+
+async def open_channels(node: DashboardNode | None, handle: str) -> tuple[list[dict], str | None]:
+    """The seat's open A2A channels, either side (what `GET /a2a/channels?seat=&state=open` answers)."""
+    try:
+        return (await a2a.list_channels(node, seat=handle, state="open"))["items"], None
+    except A2ARefused as exc:
+        return [], exc.detail
 
 
 async def pause(node: DashboardNode | None, request: HttpRequest, handle: str, *, reason: str,

@@ -35,6 +35,8 @@ from dashboard.node import node_in
 from dashboard.reads import run_read
 from engine import revisions
 from engine.config.secretfields import redact_document as redact
+from seats import queries as seats_queries
+from seats.errors import SeatRefused
 from events import categories
 from events.queries import EventQueryError, find_trace, get_event, trace as trace_events
 
@@ -205,12 +207,22 @@ def _revisions() -> tuple[Any, list[Any]]:
     return revisions.latest_activated(), revisions.list_revisions(100)
 
 
+async def _schedules(node) -> tuple[list[dict], str | None]:
+    """The Schedules panel: what `GET /schedules` answers, or why it cannot."""
+    try:
+        return (await seats_queries.schedules(node))["items"], None
+    except SeatRefused as exc:
+        return [], exc.detail
+
+
 @operator_required
 async def company(request: HttpRequest) -> HttpResponse:
     active, rows = await run_read(_revisions)
     node = node_in(request.scope)
     company_doc = node.company if node is not None else None
+    schedules, schedules_error = await _schedules(node)
     return _page(request, "dashboard/company.html", "company", active=active, revisions=rows,
                  document=redact(active.document) if active is not None else "",
                  serving=node.revision if node is not None else None,
-                 org=orgchart.tree(company_doc) if company_doc is not None else [])
+                 org=orgchart.tree(company_doc) if company_doc is not None else [],
+                 schedules=schedules, schedules_error=schedules_error)

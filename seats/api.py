@@ -1,6 +1,6 @@
 """The seats over REST: `GET /seats`, `GET /seats/{handle}`, `POST /seats/{handle}/pause` and
-`/resume`, `POST /seats/{handle}/tasks`, `GET /budgets` (seed 000, "Routing"; seed 002, "Token
-Budgets"). Each route is one call of `seats.queries`, the functions the dashboard calls too.
+`/resume`, `POST /seats/{handle}/tasks`, `GET /budgets`, `GET /schedules` and `POST
+/schedules/{name}/fire` (seed 000, "Routing"; seed 002, "Token Budgets"). Each route is one call of `seats.queries`, the functions the dashboard calls too.
 
 crewlet_site mounts the router with the bearer check: reads need the read grant, writes the
 admin grant, and `request.auth` is the token's `Caller`, whose seat (else its id) is who an
@@ -153,3 +153,60 @@ async def assign_task(request: HttpRequest, handle: str, body: TaskIn):
                                       actor_seat_handle=caller.seat)
     return Status(202, {"event_id": str(event.id), "task_id": str(event.get("task_id") or ""), "trace_id": event.trace_id,
                         "handle": handle, "trace_url": trace_url(request, event.trace_id)})
+
+
+class LastFire(Schema):
+    due: str
+    state: str
+    missed: int
+    node: str
+    epoch: int
+
+
+class ManualFire(Schema):
+    fired_by: str
+    at: str
+    event_id: str
+
+
+class DutyHolder(Schema):
+    node: str
+    epoch: int
+
+
+class ScheduleOut(Schema):
+    name: str
+    seat: str
+    cron: str
+    task: str
+    timezone: str
+    next_fires: list[str]
+    last_fire: LastFire | None
+    counting_since: str | None
+    last_manual_fire: ManualFire | None
+    holder: DutyHolder | None
+
+
+class ScheduleList(Schema):
+    node: str
+    timezone: str
+    items: list[ScheduleOut]
+
+
+class Fired(Schema):
+    schedule: str
+    seat: str
+    event_id: str
+    task_id: str
+
+
+@router.get("/schedules", response={200: ScheduleList, **refusals()},
+            summary="Every schedule: its next fires, its last fire, the scheduler duty's holder")
+async def schedules(request: HttpRequest) -> dict[str, Any]:
+    return await queries.schedules(node_in(request.scope))
+
+
+@router.post("/schedules/{name}/fire", response={202: Fired, **refusals(404)},
+             summary="Fire a schedule now, as the scheduler would")
+async def fire_schedule(request: HttpRequest, name: str):
+    return Status(202, await queries.fire_schedule(node_in(request.scope), name, actor=str(_caller(request))))

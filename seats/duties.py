@@ -16,7 +16,9 @@ new duty holder starts it again. Each sweep:
   3. deletes, with the mail they still hold, the inbox and control subscriptions of every seat
      absent from the active revision for longer than the retirement horizon (24 hours), a few
      at a time, so a reverted company of thousands of seats is cleared in one sweep rather than
-     left as thousands of consumers (each of which an orderly broker shutdown also pays for).
+     left as thousands of consumers (each of which an orderly broker shutdown also pays for);
+  4. sweeps the A2A channels (seed 000, "Ephemeral A2A channels"; `a2a.service.sweep`): closes
+     those idle for an hour and deletes the records closed seven days ago.
 `delete_subscription` needs no local attachment, so which node ran the seat does not matter.
 """
 from __future__ import annotations
@@ -32,9 +34,9 @@ from typing import Any, Callable
 from django.conf import settings
 
 from engine.coord.contract import RevisionMismatch
-from engine.coord.keeper import LeaseKeeper
-from engine.coord.leases import duty_key
 from engine.queue import topics
+from a2a import service as a2a
+from seats.dutylease import DutyLease
 from seats.node import SeatsNode
 from seats.pauses import SEATS_BUCKET
 
@@ -51,21 +53,28 @@ def seen_key(handle: str) -> str:
 
 
 class MaintenanceDuty:
-    """The `workers` role's maintenance duty. Settings: CREWLET_MAINTENANCE_SWEEP_SECONDS and
-    CREWLET_SEAT_RETIRE_AFTER_SECONDS (Django settings), or the keyword arguments."""
+    """The `workers` role's maintenance duty. Settings: CREWLET_MAINTENANCE_SWEEP_SECONDS,
+    CREWLET_SEAT_RETIRE_AFTER_SECONDS, CREWLET_A2A_IDLE_CLOSE_SECONDS and
+    CREWLET_A2A_RETAIN_CLOSED_SECONDS (Django settings; the last two are the seed's fixed
+    numbers, shortened only by tests), or the keyword arguments."""
 
     name = "maintenance"
 
     def __init__(self, node: SeatsNode, *, sweep_seconds: float | None = None, retire_after_seconds: float | None = None,
+                 a2a_idle_seconds: float | None = None, a2a_retain_seconds: float | None = None,
                  clock: Callable[[], float] = time.time) -> None:
         self.node = node
         self.sweep_seconds = float(sweep_seconds or getattr(settings, "CREWLET_MAINTENANCE_SWEEP_SECONDS", SWEEP_SECONDS))
         self.retire_after = float(retire_after_seconds or getattr(settings, "CREWLET_SEAT_RETIRE_AFTER_SECONDS",
                                                                    RETIRE_AFTER_SECONDS))
+        self.a2a_idle = float(a2a_idle_seconds or getattr(settings, "CREWLET_A2A_IDLE_CLOSE_SECONDS", a2a.IDLE_CLOSE_SECONDS))
+        self.a2a_retain = float(a2a_retain_seconds or getattr(settings, "CREWLET_A2A_RETAIN_CLOSED_SECONDS",
+                                                               a2a.RETAIN_CLOSED_SECONDS))
         self.clock = clock
-        self.lease: Any = None
+        self.duty = DutyLease(node.leases, DUTY)
+        self.swept = a2a.Swept([], [])
         self._known: dict[str, _Seen] = {}  # what the store says, as this holder read or wrote it
-        self._keeper: LeaseKeeper | None = None
+        self._acquisitions = 0              # the duty's takings this memory belongs to
         self._task: asyncio.Task | None = None
         self._stopping = asyncio.Event()
 
@@ -78,41 +87,39 @@ class MaintenanceDuty:
             self._task.cancel()
             with contextlib.suppress(BaseException):
                 await self._task
-        if self._keeper is not None:
-            await self._keeper.stop()
-        if self.lease is not None and not cut:
-            with contextlib.suppress(Exception):
-                await self.node.leases.release(self.lease)
+        await self.duty.stop(cut)
+
+    @property
+    def lease(self) -> Any:
+        return self.duty.lease
 
     async def _run(self) -> None:
         while not self._stopping.is_set():
             try:
                 if await self.hold_duty():
                     await self.sweep_once()
+                    await self.sweep_channels()
             except Exception:
                 log.exception("maintenance_sweep_failed")
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._stopping.wait(), self.sweep_seconds)
 
     async def hold_duty(self) -> bool:
-        """Whether this node runs the duty now: the lease is held and exclusive, or just taken."""
-        if self.lease is not None and self.lease.is_exclusive(self.node.leases.clock()):
-            return True
-        self.lease = await self.node.leases.acquire(duty_key(DUTY))
-        if self.lease is None:
-            return False
-        self._known.clear()  # another holder may have written since: read the store afresh
-        log.info("duty_acquired", extra={"duty": DUTY, "epoch": self.lease.epoch})
-        if self._keeper is None:
-            self._keeper = LeaseKeeper(self.node.leases, on_lost=self._lost)
-            self._keeper.start()
-        self._keeper.add(self.lease)
-        return True
+        """Whether this node runs the duty now: the lease is held and exclusive, or just taken
+        (then what this holder remembered of the store is forgotten: another holder may have
+        written since)."""
+        held = await self.duty.hold()
+        if self.duty.acquisitions != self._acquisitions:
+            self._acquisitions = self.duty.acquisitions
+            self._known.clear()
+        return held
 
-    async def _lost(self, lease: Any) -> None:
-        if lease is self.lease:
-            log.warning("duty_lost", extra={"duty": DUTY})
-            self.lease = None
+    async def sweep_channels(self) -> a2a.Swept:
+        """Close the A2A channels idle for an hour, delete those closed seven days ago."""
+        swept = await a2a.sweep(self.node, now=self.clock(), idle_seconds=self.a2a_idle, retain_seconds=self.a2a_retain)
+        self.swept.closed.extend(swept.closed)
+        self.swept.deleted.extend(swept.deleted)
+        return swept
 
     async def sweep_once(self) -> list[str]:
         """One sweep; the handles whose mailboxes it retired."""

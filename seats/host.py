@@ -11,9 +11,21 @@ re-subscribing. Per partition the handler:
      that cannot be merged degrades to per-event dispatch: the tail is requeued as independent inbox messages FIRST,
      then the first event runs in the current ack scope;
   3. runs the turn inside the node's concurrency gate -- waiting for a slot keeps the delivery;
-  4. settles: completed/stopped -> every constituent recorded as worked, ACK; llm_unavailable
-     -> NAK (the backoff outlasts a benched provider); budget_exhausted -> park, DEFER; a turn
-     that raised -> `turn.guard_breach` and NAK (newer mail of the conversation runs first).
+  4. settles (`_settle`):
+       completed/stopped     -> (a completed turn that answered an ask sends its answer first:
+                                `_answer_ask`) every constituent recorded as worked, and the waiting messages
+                                of its thread the turn was shown and answered (seed 000, "the
+                                failed one is not answered twice"); ACK
+       llm_unavailable, every member of the chain failing for a passing reason (429, 5xx,
+       timeout, unreachable) -> NAK: the backoff outlasts a benched provider, and newer mail of
+                                the conversation runs first meanwhile
+       budget_exhausted      -> park, DEFER
+       interrupted           -> DEFER: the lease went to another node, which runs it
+       anything else -- a guard breach, a model that declined, a provider that refused the
+       call, a turn that raised (`turn.guard_breach` first) -> ABANDONED (seed 000,
+       turn_trigger_skipped: "a trigger whose turn was ABANDONED rather than redelivered ...
+       with the reason"): recorded in the completion ledger, `turn_trigger_skipped` with the
+       reason, ACK. Running it again would pay the model again for the same end.
 
 Holds keep mail on the broker instead of in the handler: `no_provider` while the company has
 no model provider, `paused` while a person paused the seat, `budget` while a capped window
@@ -32,11 +44,12 @@ from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
+from a2a import service as a2a
 from engine.coord.contract import CoordError, Unavailable
 from engine.coord.leases import Lease
 from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
-from engine.queue.contract import Batch, BatchOptions, Delivery, EventQueue, Outcome
+from engine.queue.contract import Batch, BatchOptions, Delivery, EventQueue, Outcome, QueueError
 from events.envelope import Event, EventData, new
 from events.tracing import TraceContext, event_trace, new_span_id, trace_of
 from events.types.notification import TurnTriggerSkipped
@@ -50,11 +63,22 @@ from seats.turn import TurnRequest, TurnResult
 log = logging.getLogger("seats.host")
 
 STORE_RETRY_SECONDS = 1.0  # a store that did not answer is asked again after the NAK base spacing
-# A worked trigger's ledger record is asked again this long: a client fails over to another
-# server of its URL list within a reconnect or two (a second apart, each attempt 2 s), well
-# inside the one-minute ack window the delivery is held under meanwhile.
+# A ledger record is asked again this long: a client fails over to another server of its URL
+# list within a reconnect or two (a second apart, each attempt 2 s), well inside the one-minute
+# ack window the delivery is held under meanwhile.
 LEDGER_RETRY_SECONDS = 15.0
-SKIP_WORKED = "already worked"  # the ledger's reason phrase, matched exactly by readers
+# turn_trigger_skipped's reason phrases, matched exactly by readers
+SKIP_WORKED = "already worked"
+SKIP_ANSWERED = "answered in its thread by a later turn"
+SKIP_ABANDONED_BEFORE = "already abandoned"
+ABANDONED = {  # why a turn was abandoned, by what ended it
+    "raised": "abandoned: the turn raised",
+    "guard": "abandoned: a guard ended the turn",
+    "refusal": "abandoned: the model declined",
+    "provider": "abandoned: the model provider refused the call",
+    "failed": "abandoned: the turn failed",
+}
+A2A_REQUEST = "a2a_request"  # an ask's wake: the turn it starts answers it
 
 
 class TurnRunner(Protocol):
@@ -197,7 +221,7 @@ class SeatHost:
         turn_id = str(uuid.uuid4())
         trigger, constituents = await self._trigger(fresh, batch.key, turn_id, company)
         request = TurnRequest(seat=seat, company=company, trigger=trigger, constituents=constituents,
-                              turn_id=turn_id, stop_requested=self._stop_requested, fenced=self._fenced)
+                              turn_id=turn_id, stop_requested=self._stop_requested, fence=self._fence)
         waited = time.perf_counter()
         async with self.gate:  # waiting here keeps the delivery: nothing is handed back
             started = time.perf_counter()
@@ -251,12 +275,13 @@ class SeatHost:
             if record is None:
                 fresh.append(event)
                 continue
+            reason = {"answered_in_thread": SKIP_ANSWERED, "abandoned": SKIP_ABANDONED_BEFORE}.get(record.reason, SKIP_WORKED)
             log.info("turn_trigger_skipped", extra={"seat": self.handle, "trigger_id": str(event.id),
-                                                    "worked_by": record.turn_id})
+                                                    "worked_by": record.turn_id, "reason": reason})
             self._record_later(self._event(TurnTriggerSkipped(
                 **self._seat_fields(), conversation_key=_identity(event), trigger_id=str(event.id),
-                trigger_type=event.type, reason=SKIP_WORKED, worked_by_turn_id=record.turn_id,
-                detail=f"the completion ledger records it worked by turn {record.turn_id}"), event))
+                trigger_type=event.type, reason=reason, worked_by_turn_id=record.turn_id,
+                detail=f"the completion ledger records it {record.reason or 'worked'} by turn {record.turn_id}"), event))
         return fresh
 
     async def _trigger(self, fresh: list[Event], key: str, turn_id: str, company: Any) -> tuple[Event, list[Event]]:
@@ -276,20 +301,20 @@ class SeatHost:
         return merged, fresh
 
     async def _settle(self, request: TurnRequest, result: Any) -> Outcome:
-        """The outcome a turn's result earns, recorded first where it was worked."""
+        """The outcome a turn's result earns, recorded first where it was worked or abandoned."""
         outcome = getattr(result, "outcome", "failed")
         self.turns_run += 1
         self.last_turn = {"turn_id": request.turn_id, "outcome": outcome, "finished_at": _now_iso(),
                           "trigger_id": str(request.trigger.id),
                           "trigger_ids": [str(e.id) for e in request.constituents],
                           "duration_ms": getattr(result, "duration_ms", 0)}
-        if outcome == "fenced":  # worked nowhere on the record: back at once, for the seat's holder
-            log.warning("seat_turn_fenced", extra={"seat": self.handle, "turn_id": request.turn_id,
-                                                   "epoch": self.lease.epoch if self.lease else None})
-            return Outcome.DEFER
         if outcome in ("completed", "stopped"):
             self.provider_down = False
-            await self._record_worked(request)
+            if outcome == "completed":
+                answered = await self._answer_ask(request, result)
+                if answered is not None:
+                    return answered
+            await self._record_worked(request, getattr(result, "shown_waiting", ()))
             return Outcome.ACK
         error = getattr(result, "error", "") or outcome
         self.last_error = {"turn_id": request.turn_id, "at": _now_iso(), "outcome": outcome, "error": error}
@@ -301,30 +326,77 @@ class SeatHost:
             if refusal is not None:
                 await self.park.park(refusal)
             return Outcome.DEFER
+        if outcome == "interrupted":  # the seat is another node's now: the mail goes back to it
+            log.warning("seat_turn_interrupted", extra={"seat": self.handle, "turn_id": request.turn_id})
+            return Outcome.DEFER
         if outcome == "llm_unavailable":
             self.provider_down = True
-        log.warning("seat_turn_not_completed", extra={"seat": self.handle, "turn_id": request.turn_id,
-                                                       "outcome": outcome, "error": error})
-        return Outcome.NAK
+        if getattr(result, "redelivered", False):
+            log.warning("seat_turn_not_completed", extra={"seat": self.handle, "turn_id": request.turn_id,
+                                                           "outcome": outcome, "error": error})
+            return Outcome.NAK
+        why = ("guard" if getattr(result, "guard", "") else "refusal" if getattr(result, "model_refused", False)
+               else "provider" if outcome == "llm_unavailable" else "failed")
+        return await self._abandon(request, ABANDONED[why], error)
 
-    async def _record_worked(self, request: TurnRequest) -> None:
-        """Every constituent worked by this turn. The ledger is what keeps a redelivery from
-        being a second turn when the ACK never lands -- and the ACK is lost in the same outage
-        that silences the ledger (a broker member gone under the connection) -- so a write the
-        store did not answer is asked again while the client fails over, for up to
-        LEDGER_RETRY_SECONDS. One that still fails is logged, not fatal: the ACK may yet land."""
-        results = await asyncio.gather(*(self._record_one(request, event) for event in request.constituents),
+    async def _answer_ask(self, request: TurnRequest, result: Any) -> Outcome | None:
+        """A completed turn woken by an ask (`a2a_request`, never merged with other mail) answers it
+        with its final response (seed 000, "Ephemeral A2A channels"), before the trigger is
+        recorded worked, so a redelivery finds either no record (and answers) or the answer sent.
+        None to go on recording; DEFER, unrecorded, when this node no longer holds the seat (the
+        holder answers the redelivery) or the broker or store failed."""
+        if request.trigger.type != A2A_REQUEST:
+            return None
+        try:
+            done = await a2a.answer(self.node, request=request.trigger, response=getattr(result, "response", "") or "",
+                                    answered_by=self.handle, turn_id=request.turn_id, authorised=self._holds_seat)
+        except (QueueError, CoordError) as exc:
+            return self._store_down(exc)
+        if done == a2a.NOT_AUTHORISED:
+            log.warning("a2a_answer_not_authorised", extra={"seat": self.handle, "turn_id": request.turn_id})
+            return Outcome.DEFER
+        return None
+
+    def _holds_seat(self) -> bool:
+        return self.lease is None or self.lease.is_exclusive(self.clock())
+
+    async def _record_worked(self, request: TurnRequest, answered: Any = ()) -> None:
+        """Every constituent worked by this turn, and each waiting message of its thread it was
+        shown and answered. The ACK is what settles the mail, the ledger covers an ACK that never
+        lands (`_ledger_write` asks again while the client fails over)."""
+        entries = [(str(e.id), "") for e in request.constituents] + [(str(i), "answered_in_thread") for i in answered]
+        await self._ledger_write(request, entries)
+
+    async def _abandon(self, request: TurnRequest, reason: str, detail: str) -> Outcome:
+        """Record the turn's triggers as abandoned (ledger, turn_trigger_skipped) and ACK them."""
+        log.warning("turn_trigger_abandoned", extra={"seat": self.handle, "turn_id": request.turn_id,
+                                                      "reason": reason, "error": detail})
+        await self._ledger_write(request, [(str(e.id), "abandoned") for e in request.constituents])
+        for event in request.constituents:
+            self._record_later(self._event(TurnTriggerSkipped(
+                **self._seat_fields(), turn_id=request.turn_id, conversation_key=_identity(event),
+                trigger_id=str(event.id), trigger_type=event.type, reason=reason, detail=detail[:500],
+                abandoned=True, worked_by_turn_id=request.turn_id), event))
+        return Outcome.ACK
+
+    async def _ledger_write(self, request: TurnRequest, entries: list[tuple[str, str]]) -> None:
+        """The ledger is what keeps a redelivery from being a second turn when the ACK never
+        lands -- and the ACK is lost in the same outage that silences the ledger (a broker member
+        gone under the connection) -- so a write the store did not answer is asked again while
+        the client fails over, for up to LEDGER_RETRY_SECONDS. One that still fails is logged,
+        not fatal: the ACK may yet land."""
+        results = await asyncio.gather(*(self._ledger_record(request, trigger_id, why) for trigger_id, why in entries),
                                        return_exceptions=True)
-        for event, result in zip(request.constituents, results, strict=True):
+        for (trigger_id, _), result in zip(entries, results, strict=True):
             if isinstance(result, Exception):
-                log.error("ledger_record_failed", extra={"seat": self.handle, "trigger_id": str(event.id),
+                log.error("ledger_record_failed", extra={"seat": self.handle, "trigger_id": trigger_id,
                                                           "turn_id": request.turn_id, "error": str(result)})
 
-    async def _record_one(self, request: TurnRequest, event: Event) -> None:
+    async def _ledger_record(self, request: TurnRequest, trigger_id: str, why: str) -> None:
         deadline = time.monotonic() + LEDGER_RETRY_SECONDS
         while True:
             try:
-                await self.ledger.record_worked(self.handle, str(event.id), request.turn_id)
+                await self.ledger.record_worked(self.handle, trigger_id, request.turn_id, reason=why)
                 return
             except Unavailable:
                 if time.monotonic() + STORE_RETRY_SECONDS > deadline:
@@ -332,7 +404,8 @@ class SeatHost:
                 await asyncio.sleep(STORE_RETRY_SECONDS)
 
     async def _failed(self, request: TurnRequest, exc: Exception) -> Outcome:
-        """A turn that raised: a failed turn on the record, the seat's last error, and a NAK."""
+        """A turn that raised: `turn.guard_breach` (it died in its own frames), the seat's last
+        error, and the trigger abandoned -- run again, it would raise again at the model's cost."""
         detail = f"{type(exc).__name__}: {exc}"[:500]
         log.exception("seat_turn_raised", extra={"seat": self.handle, "turn_id": request.turn_id})
         self.last_error = {"turn_id": request.turn_id, "at": _now_iso(), "outcome": "failed", "error": detail}
@@ -342,11 +415,11 @@ class SeatHost:
         await self._publish(self._event(TurnGuardBreach(
             **self._seat_fields(), turn_id=request.turn_id, conversation_key=_identity(request.trigger),
             guard="turn_error", detail=detail), request.trigger))
-        return Outcome.NAK
+        return await self._abandon(request, ABANDONED["raised"], detail)
 
-    def _fenced(self) -> bool:
-        """This node may no longer act on the seat: its lease is not exclusive any more."""
-        return self.lease is not None and not self.lease.is_exclusive(self.clock())
+    def _fence(self) -> bool:
+        """Whether this node may still act for the seat: its lease held and proven exclusive."""
+        return self.lease is None or self.lease.is_exclusive(self.clock())
 
     def _stop_requested(self) -> dict | None:
         """Who stopped the running turn (a pause with stop_running), or None to carry on."""

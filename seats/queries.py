@@ -11,15 +11,17 @@ names what was wrong.
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime, timezone
 from typing import Any
 
 from engine.config import Company, Seat
-from engine.coord.leases import seat_key
+from engine.coord.leases import duty_key, seat_key
 from engine.queue import topics
 from events.envelope import Event
 from seats.errors import SeatRefused
 from seats.node import SeatsNode
 from seats.pauses import Pause, pause_seat, resume_seat
+from seats.schedules import FireBook, describe, publish_fire
 from seats.tasks import publish_task
 
 
@@ -152,3 +154,28 @@ async def budgets(node: SeatsNode | None) -> dict[str, Any]:
 
 async def _publish_record(node: SeatsNode, event: Event) -> None:
     await node.queue.publish(topics.event_subject(event.type), event)
+
+
+async def schedules(node: SeatsNode | None) -> dict[str, Any]:
+    """Every schedule of the company: its next fires, its last fire and the duty's holder
+    (seats.schedules.describe): `{"node", "timezone", "items"}`."""
+    company = serving(node)
+    holder = await node.leases.holder(duty_key("scheduler"))
+    now = datetime.now(timezone.utc)
+    return {"node": node.node_id, "timezone": company.timezone,
+            "items": await describe(FireBook(node.coord), company, now, holder)}
+
+
+async def fire_schedule(node: SeatsNode | None, name: str, *, actor: str) -> dict[str, Any]:
+    """Fire one schedule now, through the path the scheduler takes (seats.schedules.publish_fire);
+    an operator's fire moves no due time. 404 naming `name` for a schedule the company lacks."""
+    company = serving(node)
+    schedule = next((s for s in company.schedules if s.name == name), None)
+    if schedule is None:
+        known = ", ".join(s.name for s in company.schedules) or "none"
+        raise SeatRefused(404, f"name: {name!r} is no schedule of the company (its schedules: {known})")
+    now = datetime.now(timezone.utc)
+    event = await publish_fire(node.queue, company, schedule=name, seat=schedule.seat, task=schedule.task,
+                               cron=schedule.cron, due=now, manual=True, fired_by=actor)
+    await FireBook(node.coord).record_manual(name, actor, now, str(event.id))
+    return {"schedule": name, "seat": schedule.seat, "event_id": str(event.id), "task_id": event.get("task_id")}

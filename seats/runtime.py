@@ -6,7 +6,9 @@ process, so N nodes is N x that ceiling).
 and released and about every revision it applied; the runtime owns what the hosts share:
 the per-node concurrency gate (`asyncio.Semaphore(node.max_concurrent)`, held around a turn,
 never around a fetch, so waiting for a slot does not hand the delivery back), the turn engine,
-the completion ledger, the token budgets and the fleet's pause records.
+the completion ledger, the token budgets, the fleet's pause records, conversation memory and
+the company's tool servers (`seats.tools.servers`: started with each revision before the hosts
+read it, so a turn never begins without its tools; stopped after the hosts at the drain).
 
 Admission is gated on exclusivity (seed 002, "What changed": "gated on a renew fresh enough to
 prove exclusivity"): a host starts only while its seat lease `is_exclusive(now)`, renewing it
@@ -19,15 +21,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from pathlib import Path
 
+from a2a import service as a2a
+from a2a.service import AskOutcome
 from engine.config import Company
 from engine.coord.leases import Lease
 from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
 from events.envelope import Event
+from events.tracing import trace_of
 from seats.host import SeatHost, TurnRunner
+from seats.memory import ConversationMemory
 from seats.node import SeatsNode
 from seats.pauses import watch_pauses
+from seats.tools.builtins import Ask
+from seats.tools.servers import ToolServers
 from seats.turn import TurnEngine
 
 log = logging.getLogger("seats.runtime")
@@ -41,14 +50,18 @@ class SeatRuntime:
     name = "seats"
 
     def __init__(self, node: SeatsNode, *, turns: TurnRunner | None = None, ledger: CompletionLedger | None = None,
-                 poll_seconds: float | None = None) -> None:
+                 poll_seconds: float | None = None, tool_servers: ToolServers | None = None) -> None:
         self.node = node
         self.clock = node.leases.clock
         self.budgets = node.budgets
         self.pauses = node.pauses
         self.ledger = ledger if ledger is not None else CompletionLedger(node.coord)
+        self.memory = ConversationMemory(node.coord)
+        # The company's MCP servers: the node hands in the one whose state /health reports.
+        self.tool_servers = tool_servers if tool_servers is not None else ToolServers(cwd=Path.cwd())
         self.turns = turns if turns is not None else TurnEngine(node_id=node.node_id, publish=self.publish,
-                                                                budgets=self.budgets)
+                                                                budgets=self.budgets, tools=self.tool_servers,
+                                                                memory=self.memory, asker=self.ask)
         self.gate = asyncio.Semaphore(max(1, int(node.max_concurrent)))
         self.poll_seconds = poll_seconds or node.sweep_seconds or DEFAULT_POLL_SECONDS
         self.hosts: dict[str, SeatHost] = {}
@@ -60,7 +73,7 @@ class SeatRuntime:
     # -- the node's hooks ------------------------------------------------------------------
     async def start(self) -> None:
         """Provision the shared records, listen for pauses, start the pause poll."""
-        for what in (self.ledger, self.pauses, self.budgets):
+        for what in (self.ledger, self.pauses, self.budgets, self.memory):
             try:
                 await what.provision()
             except Exception as exc:  # provisioned again on first use
@@ -86,9 +99,14 @@ class SeatRuntime:
         for host, result in zip(hosts, results, strict=True):
             if isinstance(result, Exception):
                 log.warning("seat_host_stop_failed", extra={"seat": host.handle, "error": str(result)})
+        await self.tool_servers.stop(cut)
+        with contextlib.suppress(Exception):
+            await self.turns.close()
 
     async def on_company(self, company: Company) -> None:
-        """A revision applied: every host re-reads it (holds, budget parks)."""
+        """A revision applied: its tool servers first (bounded by their startup timeouts), then
+        every host re-reads it (holds, budget parks)."""
+        await self.tool_servers.on_company(company)
         for host in list(self.hosts.values()):
             try:
                 await host.apply_company(company)
@@ -183,6 +201,15 @@ class SeatRuntime:
                     await self._refresh_pause(host)
                 except Exception as exc:
                     log.warning("seat_pause_poll_failed", extra={"seat": host.handle, "error": str(exc)})
+
+    # -- asking ----------------------------------------------------------------------------
+    async def ask(self, ask: Ask) -> AskOutcome:
+        """The `a2a_ask` tool's door (seats.tools.builtins): the A2A service opens the channel and
+        wakes the asked seat, under the asking tool call's span, one hop deeper than the trigger."""
+        trigger = ask.trigger
+        return await a2a.ask(self.node, asker=ask.asker.handle, target=ask.target.handle, brief=ask.question,
+                             depth=trigger.delegation_depth, trace=trace_of(), turn_id=ask.turn_id,
+                             chain=tuple(trigger.delegation_chain or ()))
 
     # -- events ----------------------------------------------------------------------------
     async def publish(self, event: Event) -> None:

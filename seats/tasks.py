@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import logging
 import uuid
+from datetime import datetime
 
 from engine.queue import topics
 from events.envelope import Event, new
-from events.tracing import trace_of
+from events.tracing import TraceContext, trace_of
 from events.types.task import TaskAssigned
 from seats.errors import SeatRefused
 
@@ -30,10 +31,13 @@ class TaskRefused(SeatRefused):
     """The task cannot be published; `status` is the HTTP answer (404 unknown, 422 otherwise)."""
 
 
-def build_task(company, handle: str, text: str, assigned_by: str, *, assigned_by_seat: str = "", schedule: str = "") -> Event:
+def build_task(company, handle: str, text: str, assigned_by: str, *, assigned_by_seat: str = "", schedule: str = "",
+               scheduled_for: datetime | None = None, event_id: uuid.UUID | None = None, task_id: str = "",
+               trace: TraceContext | None = None) -> Event:
     """The `task_assigned` event for `handle`, ready for its inbox. TaskRefused naming the handle
     for a seat the company does not have (404) or a human seat (422), and naming `text` when
-    it is empty or too long."""
+    it is empty or too long. The scheduler passes `schedule`, the due time, and ids derived
+    from both, so a fire it publishes again after a crash is the same event (seats.schedules)."""
     seat = company.seat_by_handle(handle) if company is not None else None
     if seat is None:
         raise TaskRefused(404, f"handle: {handle!r} is no seat of the company")
@@ -48,13 +52,15 @@ def build_task(company, handle: str, text: str, assigned_by: str, *, assigned_by
         agent_id=str(company.agent_id_for(handle)),
         agent_handle=handle,
         agent_role=seat.role or "",
-        task_id=str(uuid.uuid4()),
+        task_id=task_id or str(uuid.uuid4()),
         task=text,
         assigned_by=assigned_by,
         assigned_by_seat=assigned_by_seat,
         schedule=schedule,
+        scheduled_for=scheduled_for,
     )
-    return new(data, trace_of(), source="operator" if not schedule else "scheduler")
+    envelope = {"id": event_id} if event_id is not None else {}
+    return new(data, trace or trace_of(), source="operator" if not schedule else "scheduler", **envelope)
 
 
 async def publish_task(queue, company, handle: str, text: str, assigned_by: str, assigned_by_seat: str = "") -> Event:

@@ -1,60 +1,104 @@
-"""The turn engine: one seat working one trigger (seed 000, "Event Types": agent_turn_started,
-agent_phase_completed, agent_turn_completed, agent_turn_stopped, budget_exhausted,
-llm_unavailable, provider_fallback; "Distributed Tracing"; seed 002, "Token Budgets";
-DESIGN.md, deliberate difference 4: the turn calls a model provider, scripted or openai).
+"""The turn engine: one seat working one trigger through a tool loop (seed 000, "Event Types":
+agent_turn_started, agent_phase_started, prompt.size, agent_turn_progress,
+agent_phase_completed, agent_turn_completed, agent_turn_stopped, turn.guard_breach,
+budget_exhausted, llm_unavailable, provider_fallback; "Distributed Tracing"; seed 002, "Token
+Budgets" and "the turn loop re-checks the seat fence at the top of every round and again
+before each of that round's tool calls"; DESIGN.md, deliberate difference 4).
 
-A turn is one phase (`respond`) of one or more rounds. Each round is a call down the fallback
-chain; a reply cut at `max_tokens` earns a continuation round, anything else ends the phase.
-Before every round the turn asks whether a person stopped it, then whether the budget has room;
-after every round it charges the tokens to the budget. What it publishes, in order:
+A turn is one phase (`respond`) of rounds. Each round is a call down the fallback chain with
+the seat's tools (`seats.tools`): when the model asks for tools, they run (in parallel when it
+asked for several), their results join the conversation and the next round begins; a reply cut
+at `max_tokens` earns a continuation round; anything else ends the phase. The conversation
+opens with what the seat did earlier on the same conversation (`seats.memory`).
+
+At the top of every round, in order: the seat's lease (the fence: lost, the turn ends
+`interrupted` and its mail goes back to the seat's new owner; asked once more after the last
+round, so a lease lost while it ran is no completed turn), a person's stop, the guards
+(`seats.guards`), the budget. After every round the tokens are charged. What it publishes:
 
     agent_turn_started      before the prompt is built, so a turn that died building it left a row
+    agent_phase_started     the phase opening, naming the first provider of the chain
+    prompt.size             the opening prompt's bytes: system, user, earlier turns, tool definitions
+    agent_turn_progress     live only, per round: `calling`, `answered` (text, tool names), `tools`
     provider_fallback       per failed provider call (from the chain, in that call's llm.round span)
     agent_turn_stopped      when stop_requested() turned true before a round
+    turn.guard_breach       when a guard fired (the turn ends failed)
     budget_exhausted        when the budget refused a round (before it, or by its charge)
     llm_unavailable         when the chain is exhausted (from the chain)
-    agent_phase_completed   the phase's record: prompts, response, rounds[], the answering provider
-    agent_turn_completed    tokens, duration, outcome; `failed` or `stopped`
+    agent_phase_completed   the phase's record: prompts, response, rounds[] (each with its text),
+                            tool_calls[] (arguments, result clipped, duration, error)
+    agent_turn_completed    tokens, duration, outcome, tools_used; `failed` or `stopped`
 
 The turn's span (`agent.turn`) is a child of the trigger's span, restored from the trigger's
-envelope, and every event carries trace_of() of the span that emitted it. A provider failure is
-an outcome; an exception raised by the turn's own code propagates (the host records
-turn.guard_breach and NAKs), as does `Unavailable` from the budget store (the host defers).
+envelope, and every event carries trace_of() of the span that emitted it. A provider failure, a
+tool failure and a guard are outcomes; an exception raised by the turn's own code propagates
+(the host abandons the turn), as does `Unavailable` from the budget store (the host defers).
 """
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
+from typing import Any, Awaitable, Callable, Protocol
 
 from engine.config.company import Company, Seat
 from events import tracing
 from events.envelope import Event, EventData, new
+from events.types.shapes import clip
 from events.types.system import (
     AgentPhaseCompleted,
+    AgentPhaseStarted,
     AgentTurnCompleted,
     AgentTurnStarted,
     AgentTurnStopped,
     BudgetExhausted,
+    PromptSize,
+    TurnGuardBreach,
 )
+from events.types.wakes import AgentTurnProgress
 from seats.budgets import Budgets, Refusal
+from seats.guards import Breach, Guards
+from seats.memory import ConversationMemory, TurnMemory
+from seats.prompts import prompt_size, system_text, user_text
+from seats.providers.base import Completion, assistant_message, system_message, tool_message, user_message
 from seats.providers.chain import ChainEmpty, ChainExhausted, ProviderChain, members_for
-from seats.providers.openai import ClientFactory
+from seats.providers.clients import SDK_MODULES, ClientFactory, Clients, load_sdks
+from seats.tools.builtins import Asker, BuiltinContext, builtins_for
+from seats.tools.remote import RemoteTool
+from seats.tools.toolbox import Toolbox
+
+__all__ = ["TurnEngine", "TurnRequest", "TurnResult", "system_text", "user_text"]
+
+log = logging.getLogger("seats.turn")
 
 PHASE = "respond"
-MAX_TOKENS = 1024  # per round: a reply longer than this continues in the next round
-MAX_ROUNDS = 4     # continuation rounds a phase may take before its reply stands as it is
+MAX_TOKENS = 4096  # per round: a reply longer than this continues in the next round
+MAX_ROUNDS = 4     # continuation rounds in a row before a cut reply stands as it is
 CONTINUE = "Continue exactly where your reply stopped."
-FAILED_OUTCOMES = frozenset({"budget_exhausted", "llm_unavailable", "failed"})
-OUTCOMES = ("completed", "stopped", "budget_exhausted", "llm_unavailable", "failed", "fenced")
+# How long a round's `answered` signal waits for the tools it announces: a fast round of tools
+# is not slowed by a publish of its own announcement (it follows them at once), and a slow one
+# is announced while it runs. 20 ms is below what a person watching the live view can tell.
+ANNOUNCE_HOLD_SECONDS = 0.02
+FAILED_OUTCOMES = frozenset({"budget_exhausted", "llm_unavailable", "failed", "interrupted"})
+OUTCOMES = ("completed", "stopped", "budget_exhausted", "llm_unavailable", "failed", "interrupted")
+
+
+class ToolSource(Protocol):
+    """Where a turn's server tools come from (the node's `seats.tools.servers.ToolServers`)."""
+
+    def tools_for(self, company: Company, seat: Seat) -> list[RemoteTool]: ...
 
 
 @dataclass
 class TurnRequest:
     """One turn to run. `stop_requested` is checked before each round; it may return any truthy
     value, and one carrying `stopped_by`, `stopped_by_seat` or `reason` (attributes or keys)
-    names who stopped the turn on its agent_turn_stopped."""
+    names who stopped the turn on its agent_turn_stopped. `fence` says whether this node still
+    holds the seat's lease, proven exclusive: it is asked at the top of every round, before each
+    tool call, and once more after the last round, before the turn's record is published."""
 
     seat: Seat
     company: Company
@@ -62,17 +106,28 @@ class TurnRequest:
     constituents: list[Event]
     turn_id: str
     stop_requested: Callable[[], Any] = lambda: False
-    # True once this node may no longer act on the seat (its lease is not exclusive any more:
-    # a peer may hold it). Checked at the top of every round and once more before the turn's
-    # record is published (seed 002, "What a fleet gets right": "the turn loop re-checks the
-    # seat fence at the top of every round"): a fenced turn publishes no outcome and settles
-    # nothing, so the seat's new holder works the mail once.
-    fenced: Callable[[], bool] = lambda: False
+    fence: Callable[[], bool] = lambda: True
+
+
+@dataclass(frozen=True)
+class RoundTiming:
+    """Where one round's time went, in seconds: the model, the tools, and the rest (the engine)."""
+
+    round_s: float
+    provider_s: float
+    tools_s: float
+
+    @property
+    def engine_s(self) -> float:
+        return max(0.0, self.round_s - self.provider_s - self.tools_s)
 
 
 @dataclass
 class TurnResult:
-    """What became of a turn; `refusal` is the budget's Refusal when outcome is budget_exhausted."""
+    """What became of a turn. `refusal` is the budget's Refusal when outcome is budget_exhausted;
+    `transient` says an llm_unavailable chain failed only for passing reasons (worth a retry);
+    `shown_waiting` are the waiting messages of the conversation the turn was shown and, having
+    completed, answered; `guard` names the guard that ended it."""
 
     outcome: str
     turn_id: str
@@ -85,41 +140,60 @@ class TurnResult:
     refusal: Any = None
     error_kind: str = ""
     provider_key: str = ""
+    tools_used: list[str] = field(default_factory=list)
+    shown_waiting: list[str] = field(default_factory=list)
+    transient: bool = False
+    guard: str = ""
+    model_refused: bool = False
+    timings: list[RoundTiming] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
         return self.outcome in FAILED_OUTCOMES
 
-
-def conversation_key_of(trigger: Event) -> str:
-    """The conversation a turn's events are tagged with: the trigger's conversation identity,
-    else its partition key, else empty."""
-    return str(trigger.get("conversation_identity") or trigger.get("partition_key") or "")
-
-
-def system_text(company: Company, seat: Seat) -> str:
-    """The system prompt: who the seat is, in which company, reporting to whom."""
-    lines = [f"You are {seat.handle}" + (f", {seat.title}" if seat.title else "") + f", at {company.name}."]
-    if seat.role:
-        lines.append(f"Your role: {seat.role}.")
-    if seat.reports_to:
-        lines.append(f"You report to {seat.reports_to}.")
-    lines.append("Work the message below and reply with what you did or will do.")
-    return "\n".join(lines)
+    @property
+    def redelivered(self) -> bool:
+        """Whether the trigger is worth running again later (the only NAK a turn earns)."""
+        return self.outcome == "llm_unavailable" and self.transient
 
 
-def user_text(trigger: Event) -> str:
-    """The user prompt: the trigger's summary, then its sender, subject, task and body (for a
-    merged trigger, the digest body) where it carries them."""
-    lines = [trigger.summary()]
-    for label, name in (("From", "sender"), ("Subject", "subject"), ("Task", "task")):
-        value = trigger.get(name)
-        if value:
-            lines.append(f"{label}: {value}")
-    body = trigger.get("body") or trigger.get("salient_body")
-    if body:
-        lines += ["", str(body)]
-    return "\n".join(lines)
+class TurnEngine:
+    """Runs turns for the seats this node hosts; `publish` puts an event on crewlet.events.{type}.
+    `tools` gives a seat's server tools, `memory` its conversations, `asker` the A2A door that
+    `a2a_ask` sends through (none: the built-in is not offered)."""
+
+    def __init__(self, *, node_id: str, publish: Callable[[Event], Awaitable[None]],
+                 budgets: Budgets | None = None, clock: Callable[[], float] = time.time,
+                 http_client_factory: ClientFactory | None = None, tools: ToolSource | None = None,
+                 memory: ConversationMemory | None = None, asker: Asker | None = None,
+                 max_tokens: int = MAX_TOKENS, max_rounds: int = MAX_ROUNDS) -> None:
+        self.node_id = node_id
+        self.publish = publish
+        self.budgets = budgets
+        self.clock = clock
+        self.clients = Clients(http_client_factory)
+        self.tools = tools
+        self.memory = memory
+        self.asker = asker
+        self.max_tokens = max_tokens
+        self.max_rounds = max_rounds
+
+    async def run(self, request: TurnRequest) -> TurnResult:
+        """Run one turn under the trigger's trace; its outcome, never a provider's or a tool's
+        exception. ChainEmpty when the company has no provider (the host holds the inbox)."""
+        if not request.company.providers.llm:
+            raise ChainEmpty()
+        # what this company's turns import, off the loop the first time (seats/tools/remote.py)
+        await load_sdks([SDK_MODULES[p.kind] for p in request.company.providers.llm if p.kind in SDK_MODULES]
+                        + ["jsonschema"])
+        parent = tracing.event_trace(request.trigger)
+        with tracing.span("agent.turn", parent=parent, turn_id=request.turn_id,
+                          agent=request.seat.handle, node=self.node_id):
+            return await _Turn(self, request).run()
+
+    async def close(self) -> None:
+        """Close the SDK clients the turns shared."""
+        await self.clients.aclose()
 
 
 @dataclass
@@ -127,50 +201,42 @@ class _Phase:
     """The running phase's record, as agent_phase_completed will carry it."""
 
     rounds: list[dict[str, Any]] = field(default_factory=list)
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)
     tokens_in: int = 0
     tokens_out: int = 0
+    cache_read: int = 0
+    cache_write: int = 0
     stop_reason: str = ""
     model: str = ""
     provider_key: str = ""
     outcome: str = "completed"
     error: str = ""
     error_kind: str = ""
+    transient: bool = False
+    guard: str = ""
     refusal: Refusal | None = None
     model_refusal: dict[str, Any] | None = None
+    timings: list[RoundTiming] = field(default_factory=list)
+    tools_used: list[str] = field(default_factory=list)
 
     def end(self, outcome: str, error: str = "", error_kind: str = "") -> None:
         self.outcome, self.error, self.error_kind = outcome, error, error_kind
 
+    def add(self, done: Completion, provider_key: str) -> None:
+        self.tokens_in += done.tokens_in
+        self.tokens_out += done.tokens_out
+        self.cache_read += done.cache_read_tokens
+        self.cache_write += done.cache_write_tokens
+        self.stop_reason, self.model, self.provider_key = done.stop_reason, done.model, provider_key
 
-class TurnEngine:
-    """Runs turns for the seats this node hosts; `publish` puts an event on crewlet.events.{type}."""
 
-    def __init__(self, *, node_id: str, publish: Callable[[Event], Awaitable[None]],
-                 budgets: Budgets | None = None, clock: Callable[[], float] = time.time,
-                 http_client_factory: ClientFactory | None = None,
-                 max_tokens: int = MAX_TOKENS, max_rounds: int = MAX_ROUNDS) -> None:
-        self.node_id = node_id
-        self.publish = publish
-        self.budgets = budgets
-        self.clock = clock
-        self.http_client_factory = http_client_factory
-        self.max_tokens = max_tokens
-        self.max_rounds = max_rounds
-
-    async def run(self, request: TurnRequest) -> TurnResult:
-        """Run one turn under the trigger's trace; its outcome, never a provider's exception.
-        ChainEmpty when the company has no provider (the host holds the inbox instead)."""
-        if not request.company.providers.llm:
-            raise ChainEmpty()
-        parent = tracing.event_trace(request.trigger)
-        with tracing.span("agent.turn", parent=parent, turn_id=request.turn_id,
-                          agent=request.seat.handle, node=self.node_id):
-            return await _Turn(self, request).run()
+class _OutOfTime(Exception):
+    """The scheduled timeout ran out during a model call or a round of tools."""
 
 
 class _Turn:
-    """One run of the engine: the request, its event tags, its clock."""
+    """One run of the engine: the request, its event tags, its clock, its pending live signals."""
 
     def __init__(self, engine: TurnEngine, request: TurnRequest) -> None:
         self.engine = engine
@@ -188,93 +254,224 @@ class _Turn:
             "trigger_type": trigger.type,
             "trigger_ids": [str(e.id) for e in (request.constituents or [trigger])],
         }
+        self._live: set[asyncio.Task] = set()
 
+    # -- events ------------------------------------------------------------------------------
     async def emit(self, data: EventData) -> None:
         """Publish `data` stamped with the turn's tags, under the span that is current now."""
+        await self.engine.publish(self._event(data))
+
+    def _event(self, data: EventData) -> Event:
         stamped = data.model_copy(update=self.tags)
         trigger = self.request.trigger
-        await self.engine.publish(new(stamped, tracing.trace_of(), source="engine",
-                                      delegation_depth=trigger.delegation_depth,
-                                      delegation_chain=trigger.delegation_chain,
-                                      parent_turn_id=trigger.parent_turn_id))
+        return new(stamped, tracing.trace_of(), source="engine", delegation_depth=trigger.delegation_depth,
+                   delegation_chain=trigger.delegation_chain, parent_turn_id=trigger.parent_turn_id)
+
+    def progress(self, number: int, stage: str, *, hold: asyncio.Event | None = None, **fields: Any) -> None:
+        """agent_turn_progress, published beside the round rather than before it: a live-only
+        signal is not worth a broker round trip in every round (flushed before the phase ends).
+        With `hold`, it waits for that (or ANNOUNCE_HOLD_SECONDS) before it is sent."""
+        event = self._event(AgentTurnProgress(phase=PHASE, iteration=1, round=number, stage=stage, **fields))
+
+        async def send() -> None:
+            if hold is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(hold.wait(), ANNOUNCE_HOLD_SECONDS)
+            try:
+                await self.engine.publish(event)
+            except Exception as exc:
+                log.warning("turn_progress_publish_failed", extra={"turn_id": self.request.turn_id, "error": str(exc)})
+
+        task = asyncio.ensure_future(send())
+        self._live.add(task)
+        task.add_done_callback(self._live.discard)
+
+    async def _flush(self) -> None:
+        if self._live:
+            await asyncio.gather(*list(self._live), return_exceptions=True)
 
     def _ms_since(self, start: float) -> int:
         return max(0, int(round((self.engine.clock() - start) * 1000)))
 
+    # -- the turn ----------------------------------------------------------------------------
     async def run(self) -> TurnResult:
         started = self.engine.clock()
-        await self.emit(AgentTurnStarted(**self.trigger_fields))
         req = self.request
-        system, user = system_text(req.company, req.seat), user_text(req.trigger)
+        await self.emit(AgentTurnStarted(**self.trigger_fields))
+        guards = Guards(req.company, req.seat, req.trigger)
+        memory = TurnMemory(self.engine.memory, req.seat.handle, req.trigger, req.company.turns.memory_tokens,
+                            constituents=req.constituents)
+        recollection = await memory.recall()
+        system, asked = system_text(req.company, req.seat), user_text(req.trigger)
+        user = "\n\n".join(p for p in (asked, recollection.waiting_block()) if p)
+        history = recollection.messages()
+        toolbox = self._toolbox()
+        chain = ProviderChain(members_for(req.company, variables=self._variables(), clients=self.engine.clients),
+                              emit=self.emit, phase=PHASE, iteration=1)
+        first = chain.members[0]
         phase_started = self.engine.clock()
-        phase = await self._rounds([{"role": "system", "content": system}, {"role": "user", "content": user}])
-        if phase.outcome == "fenced" or req.fenced():
-            return TurnResult(outcome="fenced", turn_id=req.turn_id, rounds=len(phase.rounds), tokens_in=phase.tokens_in,
-                              tokens_out=phase.tokens_out, duration_ms=self._ms_since(started), response="",
-                              error="this node lost the seat's lease during the turn", error_kind="fenced")
+        await self.emit(AgentPhaseStarted(phase=PHASE, iteration=1, model=first.model, provider_key=first.key))
+        await self.emit(PromptSize(phase=PHASE, iteration=1, **prompt_size(system, user, history, toolbox.specs)))
+        phase = _Phase()
+        breach = guards.at_start()
+        if breach is not None:
+            await self._breach(phase, breach)
+        else:
+            messages = [system_message(system), *history, user_message(user)]
+            await self._rounds(phase, chain, messages, toolbox, guards)
+        if phase.outcome == "completed" and not req.fence():
+            # the lease went while the last round ran: a completed record now would be a second
+            # turn beside the new holder's, so it stands interrupted and the mail goes back
+            phase.end("interrupted", "this node lost the seat's lease while the turn's last round ran; the seat's "
+                                     "new owner runs the trigger", "fence")
+        await self._flush()
         response = "".join(phase.texts)
         failed = phase.outcome in FAILED_OUTCOMES
         await self.emit(AgentPhaseCompleted(
             phase=PHASE, iteration=1, model=phase.model, provider_key=phase.provider_key,
             system_prompt=system, user_prompt=user, response=response, rounds=phase.rounds,
-            stop_reason=phase.stop_reason, tokens_in=phase.tokens_in, tokens_out=phase.tokens_out,
+            tool_calls=phase.tool_calls, stop_reason=phase.stop_reason, tokens_in=phase.tokens_in,
+            tokens_out=phase.tokens_out, cache_read_tokens=phase.cache_read, cache_write_tokens=phase.cache_write,
             duration_ms=self._ms_since(phase_started), failed=failed, error=phase.error,
             error_kind=phase.error_kind, refusal=phase.model_refusal))
-        duration_ms = self._ms_since(started)
+        result = TurnResult(
+            outcome=phase.outcome, turn_id=req.turn_id, rounds=len(phase.rounds), tokens_in=phase.tokens_in,
+            tokens_out=phase.tokens_out, duration_ms=0, response=response, error=phase.error,
+            refusal=phase.refusal, error_kind=phase.error_kind, provider_key=phase.provider_key,
+            tools_used=phase.tools_used, transient=phase.transient, guard=phase.guard,
+            model_refused=phase.model_refusal is not None, timings=phase.timings,
+            shown_waiting=[w.id for w in recollection.waiting] if phase.outcome == "completed" else [])
+        await memory.record(turn_id=req.turn_id, outcome=result.outcome, redelivered=result.redelivered,
+                            asked=asked, answer=response or (f"(the turn ended {result.outcome}: {result.error})"
+                                                             if result.error else ""),
+                            tool_calls=phase.tool_calls, answered=result.shown_waiting)
+        result.duration_ms = self._ms_since(started)
         await self.emit(AgentTurnCompleted(
-            **self.trigger_fields, iterations=len(phase.rounds), response=response, outcome=phase.outcome,
-            failed=failed, stopped=phase.outcome == "stopped", error=phase.error, error_kind=phase.error_kind,
-            tokens_in=phase.tokens_in, tokens_out=phase.tokens_out, duration_ms=duration_ms))
-        return TurnResult(outcome=phase.outcome, turn_id=req.turn_id, rounds=len(phase.rounds),
-                          tokens_in=phase.tokens_in, tokens_out=phase.tokens_out, duration_ms=duration_ms,
-                          response=response, error=phase.error, refusal=phase.refusal,
-                          error_kind=phase.error_kind, provider_key=phase.provider_key)
+            **self.trigger_fields, iterations=len(phase.rounds), tools_used=phase.tools_used, response=response,
+            outcome=phase.outcome, failed=failed, stopped=phase.outcome == "stopped", error=phase.error,
+            error_kind=phase.error_kind, tokens_in=phase.tokens_in, tokens_out=phase.tokens_out,
+            cache_read_tokens=phase.cache_read, cache_write_tokens=phase.cache_write,
+            duration_ms=result.duration_ms))
+        return result
 
-    async def _rounds(self, messages: list[dict[str, str]]) -> _Phase:
-        """The phase's rounds until one ends it; the phase record."""
-        req, engine, phase = self.request, self.engine, _Phase()
-        seat, company = req.seat, req.company
-        variables = {"trigger_summary": req.trigger.summary(), "seat": seat.handle,
-                     "role": seat.role or "", "turn": req.turn_id}
-        chain = ProviderChain(members_for(company, variables=variables,
-                                          http_client_factory=engine.http_client_factory),
-                              emit=self.emit, phase=PHASE, iteration=1)
-        for number in range(1, engine.max_rounds + 1):
-            if req.fenced():
-                phase.end("fenced", "this node lost the seat's lease", "fenced")
-                return phase
+    async def _rounds(self, phase: _Phase, chain: ProviderChain, messages: list, toolbox: Toolbox,
+                      guards: Guards) -> None:
+        """The phase's rounds until one ends it."""
+        req, engine = self.request, self.engine
+        continuations = 0
+        number = 0
+        while True:
+            number += 1
+            began = time.perf_counter()
+            if not req.fence():
+                phase.end("interrupted", "this node no longer holds the seat's lease; the seat's new owner "
+                                         "runs the trigger", "fence")
+                return
             stop = req.stop_requested()
             if stop:
                 await self.emit(AgentTurnStopped(**_stop_fields(stop)))
                 phase.stop_reason = "paused"
                 phase.end("stopped")
-                return phase
-            if engine.budgets is not None and await self._refused(phase, await engine.budgets.check(company, seat)):
-                return phase
+                return
+            breach = guards.before_round(number)
+            if breach is not None:
+                await self._breach(phase, breach)
+                return
+            if engine.budgets is not None and await self._refused(phase, await engine.budgets.check(req.company, req.seat)):
+                return
+            self.progress(number, "calling")
             round_started = engine.clock()
+            called = time.perf_counter()
             try:
-                answer = await chain.complete(messages, max_tokens=engine.max_tokens, round=number)
+                answer = await _within(guards.remaining(), chain.complete(
+                    messages, max_tokens=engine.max_tokens, round=number, tools=toolbox.specs))
             except ChainExhausted as exc:
                 phase.end("llm_unavailable", exc.last.detail, exc.last.kind)
-                return phase
+                phase.transient = exc.transient
+                return
+            except _OutOfTime:
+                await self._breach(phase, guards.out_of_time(number) or _late(guards, number))
+                return
+            provider_s = time.perf_counter() - called
             done = answer.completion
-            phase.rounds.append(_round(number, answer.provider_key, done, round_started, self._ms_since(round_started)))
-            phase.texts.append(done.text)
-            phase.tokens_in += done.tokens_in
-            phase.tokens_out += done.tokens_out
-            phase.stop_reason, phase.model, phase.provider_key = done.stop_reason, done.model, answer.provider_key
+            entry = _round(number, answer.provider_key, done, round_started, provider_s)
+            phase.rounds.append(entry)
+            phase.add(done, answer.provider_key)
             tokens = done.tokens_in + done.tokens_out
-            if engine.budgets is not None and await self._refused(phase, await engine.budgets.charge(company, seat, tokens)):
-                return phase
+            if engine.budgets is not None and await self._refused(phase, await engine.budgets.charge(req.company, req.seat, tokens)):
+                return
+            tools_ran = asyncio.Event()
+            self.progress(number, "answered", hold=tools_ran if done.tool_calls else None, tokens_in=done.tokens_in,
+                          tokens_out=done.tokens_out, tool=", ".join(c.name for c in done.tool_calls),
+                          detail=clip(done.text, 200))
             if done.stop_reason in ("refusal", "context_exceeded"):
+                tools_ran.set()
                 if done.stop_reason == "refusal":
                     phase.model_refusal = {"category": "", "explanation": done.text}
                 phase.end("failed", f"the model stopped: {done.stop_reason}", done.stop_reason)
-                return phase
+                return
+            if done.tool_calls:
+                try:
+                    ended = await self._tools(phase, entry, number, done, messages, toolbox, guards)
+                finally:
+                    tools_ran.set()
+                phase.timings.append(RoundTiming(time.perf_counter() - began, provider_s, entry.pop("_tools_s", 0.0)))
+                if ended:
+                    return
+                continuations = 0
+                continue
+            phase.texts.append(done.text)
+            phase.timings.append(RoundTiming(time.perf_counter() - began, provider_s, 0.0))
             if done.stop_reason != "max_tokens":
-                return phase
-            messages = messages + [{"role": "assistant", "content": done.text}, {"role": "user", "content": CONTINUE}]
-        return phase
+                return
+            continuations += 1
+            if continuations >= engine.max_rounds:
+                return  # the reply stands as it is
+            messages.extend([assistant_message(done.text), user_message(CONTINUE)])
+
+    async def _tools(self, phase: _Phase, entry: dict, number: int, done: Completion, messages: list,
+                     toolbox: Toolbox, guards: Guards) -> bool:
+        """Run the round's tool calls and feed their results back; whether the turn ends here."""
+        breach = guards.on_calls(number, done.tool_calls)
+        if breach is not None:
+            await self._breach(phase, breach)
+            return True
+        ran = time.perf_counter()
+        try:
+            runs = await _within(guards.remaining(), toolbox.run_all(done.tool_calls))
+        except _OutOfTime:
+            await self._breach(phase, guards.out_of_time(number) or _late(guards, number))
+            return True
+        entry["_tools_s"] = time.perf_counter() - ran
+        entry["tools_ms"] = round(entry["_tools_s"] * 1000, 3)
+        entry["tool_calls"] = [run.call.id for run in runs]
+        phase.tool_calls.extend(run.record(number) for run in runs)
+        for run in runs:
+            if run.call.name not in phase.tools_used:
+                phase.tools_used.append(run.call.name)
+        errors = sum(1 for run in runs if run.is_error)
+        self.progress(number, "tools", tool=", ".join(r.call.name for r in runs),
+                      detail=f"{len(runs)} call{'s' if len(runs) != 1 else ''}"
+                             + (f", {errors} failed" if errors else ""))
+        messages.append(assistant_message(done.text, done.tool_calls))
+        messages.extend(tool_message(run.call, run.content, is_error=run.is_error) for run in runs)
+        if any(run.fenced for run in runs):
+            phase.end("interrupted", "this node lost the seat's lease before a tool call; the seat's new owner "
+                                     "runs the trigger", "fence")
+            return True
+        if any(run.ends_turn for run in runs):
+            phase.texts.append(done.text)  # asked, then the turn ends: its answer comes as new mail
+            return True
+        return False
+
+    async def _breach(self, phase: _Phase, breach: Breach) -> None:
+        """Publish turn.guard_breach and end the phase failed, naming the guard."""
+        await self.emit(TurnGuardBreach(guard=breach.guard, limit=breach.limit, iteration=breach.iteration,
+                                        detail=breach.detail))
+        log.warning("turn_guard_breach", extra={"seat": self.request.seat.handle, "turn_id": self.request.turn_id,
+                                                "guard": breach.guard, "detail": breach.detail})
+        phase.guard = breach.guard
+        phase.end("failed", f"{breach.guard}: {breach.detail}", breach.guard)
 
     async def _refused(self, phase: _Phase, refusal: Refusal | None) -> bool:
         """Publish budget_exhausted and end the phase when the budget refused; whether it did."""
@@ -288,14 +485,52 @@ class _Turn:
                   f"in {refusal.window}; resets {refusal.resets_at.isoformat()})", "budget_exhausted")
         return True
 
+    # -- tools and memory --------------------------------------------------------------------
+    def _toolbox(self) -> Toolbox:
+        req, engine = self.request, self.engine
+        remote = engine.tools.tools_for(req.company, req.seat) if engine.tools is not None else []
+        context = BuiltinContext(company=req.company, seat=req.seat, trigger=req.trigger,
+                                 turn_id=req.turn_id, asker=engine.asker)
+        return Toolbox(remote, builtins_for(engine.asker), context, fence=req.fence)
 
-def _round(number: int, provider_key: str, done, started: float, duration_ms: int) -> dict[str, Any]:
-    """One entry of rounds[]: the provider call's timing, tokens and stop_reason."""
+    def _variables(self) -> dict[str, str]:
+        req = self.request
+        return {"trigger_summary": req.trigger.summary(), "seat": req.seat.handle,
+                "role": req.seat.role or "", "turn": req.turn_id}
+
+
+async def _within(seconds: float | None, awaitable: Awaitable) -> Any:
+    """`awaitable`'s answer, or _OutOfTime when `seconds` (None: no bound) run out first."""
+    if seconds is None:
+        return await awaitable
+    try:
+        async with asyncio.timeout(max(seconds, 0.0)):
+            return await awaitable
+    except TimeoutError:
+        raise _OutOfTime() from None
+
+
+def _late(guards: Guards, number: int) -> Breach:
+    return Breach("scheduled_timeout", guards.timeout or 0, number,
+                  f"a scheduled task's turn ran past {guards.timeout} s")
+
+
+def conversation_key_of(trigger: Event) -> str:
+    """The conversation a turn's events are tagged with: the trigger's conversation identity,
+    else its partition key, else empty."""
+    return str(trigger.get("conversation_identity") or trigger.get("partition_key") or "")
+
+
+def _round(number: int, provider_key: str, done: Completion, started: float, seconds: float) -> dict[str, Any]:
+    """One entry of rounds[]: the provider call's timing, tokens, stop_reason and text."""
     entry: dict[str, Any] = {
         "round": number, "provider_key": provider_key, "model": done.model,
         "started_at": datetime.fromtimestamp(started, timezone.utc).isoformat(),
-        "duration_ms": duration_ms, "tokens_in": done.tokens_in, "tokens_out": done.tokens_out,
+        "duration_ms": int(round(seconds * 1000)), "tokens_in": done.tokens_in, "tokens_out": done.tokens_out,
+        "text": done.text,
     }
+    if done.cache_read_tokens or done.cache_write_tokens:
+        entry["cache_read_tokens"], entry["cache_write_tokens"] = done.cache_read_tokens, done.cache_write_tokens
     if done.stop_reason:  # absent where the backend reported none (seed 000)
         entry["stop_reason"] = done.stop_reason
     return entry
@@ -309,3 +544,4 @@ def _stop_fields(stop: Any) -> dict[str, str]:
         if value:
             out[name] = str(value)
     return out
+

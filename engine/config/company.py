@@ -1,9 +1,11 @@
 """The company document, `company.yaml` (Tier B: hot-reloadable, stored as revisions).
 
 DESIGN.md, "Configuration": name, timezone, providers, org (seats: handle, kind
-agent|human, role, title, reports_to, placement), integrations, the notification knobs
-(seed 000, "Inbox Batching & Coalescing"), schedules and token budgets (seed 002, "Token
-Budgets"). The cross-field refusals and the advisories are in `company_rules.py`.
+agent|human, role, title, reports_to, placement, max_iter), integrations, the notification
+knobs (seed 000, "Inbox Batching & Coalescing"), schedules and token budgets (seed 002,
+"Token Budgets"), the tool servers the agents call (`tools.mcp`; DESIGN.md, deliberate
+difference 4) and the turn guards and memory (`turns`; seed 000, `turn.guard_breach`). The
+cross-field refusals and the advisories are in `company_rules.py`.
 
 Agent ids are derived, never assigned (seed 000, "Routing"): a uuid5 over the company
 name and the seat handle, so every node computes the same id for the same seat and can
@@ -45,6 +47,15 @@ def _check_timezone(value: Any) -> str:
 Timezone = Annotated[str, BeforeValidator(_check_timezone), Expect("an IANA time zone such as UTC")]
 
 
+class ScriptedToolCall(Block):
+    """A tool call the scripted model makes before it replies: a tool of a `tools.mcp` server,
+    with arguments whose text may carry the reply's placeholders (`{trigger_summary}`)."""
+
+    server: Text
+    tool: Text
+    arguments: dict[Text, Any] = Field(default_factory=dict)
+
+
 class Scripted(Block):
     """A deterministic, offline provider (DESIGN.md, deviation 4): for demos and tests."""
 
@@ -52,10 +63,11 @@ class Scripted(Block):
     kind: Literal["scripted"]
     delay_seconds: number(lo=0) = 0.0
     reply: Text = "On it. ({trigger_summary})"  # a template the turn engine fills
+    tool_calls: list[ScriptedToolCall] = Field(default_factory=list)  # one round of them, then the reply
 
 
 class OpenAI(Block):
-    """Any OpenAI-compatible chat-completions endpoint, over httpx."""
+    """Any OpenAI-compatible chat-completions endpoint (the official `openai` SDK)."""
 
     name: Text
     kind: Literal["openai"]
@@ -66,7 +78,19 @@ class OpenAI(Block):
     max_retries: integer(0, 10) = 2
 
 
-Provider = Annotated[Scripted | OpenAI, Field(discriminator="kind")]
+class Anthropic(Block):
+    """Anthropic's Messages API (the official `anthropic` SDK: `x-api-key`, `anthropic-version`)."""
+
+    name: Text
+    kind: Literal["anthropic"]
+    base_url: Text = "https://api.anthropic.com"
+    model: Text
+    api_key: Secret | None = Field(default=None, repr=False)
+    timeout_seconds: number(above=0) = 60.0
+    max_retries: integer(0, 10) = 2
+
+
+Provider = Annotated[Scripted | OpenAI | Anthropic, Field(discriminator="kind")]
 
 
 class Providers(Block):
@@ -90,6 +114,61 @@ class TokenBudget(Block):
         return {w: c for w in ("day", "week", "month") if (c := getattr(self, w)) is not None}
 
 
+MAX_ITER_CEILING = 1000  # rounds in one turn: past this a turn is a loop, whatever it is doing
+
+
+class McpServer(Block):
+    """One tool server of `tools.mcp` (the Model Context Protocol): a child the node starts over
+    stdio, or an endpoint it dials over streamable HTTP. `seats` or `roles` say which agent seats
+    may use it (neither: every agent seat). Its tools reach the model as `<name>__<tool>`."""
+
+    name: Text
+    transport: choice("stdio", "http")
+    command: list[Text] | None = None
+    env: dict[Text, Secret] = Field(default_factory=dict, repr=False)
+    url: Text | None = None
+    headers: dict[Text, Secret] = Field(default_factory=dict, repr=False)
+    seats: list[Text] | None = None
+    roles: list[Text] | None = None
+    # seed 002: "each bounded by its own startup_timeout_seconds, for its start and again for its
+    # first tool listing, with no ceiling on the setting"
+    startup_timeout_seconds: number(above=0) = 10.0
+    call_timeout_seconds: number(above=0) = 30.0
+
+    def serves(self, seat: "Seat") -> bool:
+        """Whether `seat` may use this server's tools."""
+        if not seat.is_agent:
+            return False
+        if self.seats is not None:
+            return seat.handle in self.seats
+        if self.roles is not None:
+            return (seat.role or "") in self.roles
+        return True
+
+
+class Tools(Block):
+    """`tools`: the tool servers the company's agents call."""
+
+    mcp: list[McpServer] = Field(default_factory=list)
+
+
+# 100,000 tokens of memory is about 400 KB of text: one coordination value must stay well
+# inside the broker's 1 MB message.
+MEMORY_TOKENS_CEILING = 100_000
+
+
+class Turns(Block):
+    """`turns`: the guards every turn runs under (seed 000, `turn.guard_breach`: stall, max_iter,
+    depth_cap, scheduled_timeout) and how much of a conversation's earlier turns a turn is shown."""
+
+    max_iter: integer(1, MAX_ITER_CEILING) = 25
+    stall_repeats: integer(2, 100) = 3
+    depth_cap: integer(0, 50) = 5          # the delegation depth a turn may be woken at
+    scheduled_timeout_seconds: integer(1, 7 * 24 * 3600) = 1800
+    memory_tokens: integer(0, MEMORY_TOKENS_CEILING,
+                           because="one conversation's memory is one value in the coordination store") = 8000
+
+
 class Placement(Block):
     """Where a seat may run: pinned to a node, and/or on a node carrying every label."""
 
@@ -107,6 +186,7 @@ class Seat(Block):
     reports_to: Text | None = None
     placement: Placement | None = None
     token_budget: TokenBudget = Field(default_factory=TokenBudget)
+    max_iter: integer(1, MAX_ITER_CEILING) | None = None  # None: turns.max_iter
 
     @property
     def is_agent(self) -> bool:
@@ -185,6 +265,8 @@ class Company(Block):
     notification_rate_limit: integer(0) = 0  # notifications per seat per second; 0 is off
     schedules: list[Schedule] = Field(default_factory=list)
     token_budget: TokenBudget = Field(default_factory=TokenBudget)
+    tools: Tools = Field(default_factory=Tools)
+    turns: Turns = Field(default_factory=Turns)
     _source_text: str | None = PrivateAttr(default=None)
     _by_handle: dict[str, Seat] = PrivateAttr(default_factory=dict)
     _by_id: dict[uuid.UUID, Seat] = PrivateAttr(default_factory=dict)
@@ -217,6 +299,10 @@ class Company(Block):
 
     def seat_by_handle(self, handle: str) -> Seat | None:
         return self._by_handle.get(handle)
+
+    def max_iter_for(self, seat: Seat) -> int:
+        """The rounds one of the seat's turns may take: its own `max_iter`, else `turns.max_iter`."""
+        return seat.max_iter if seat.max_iter is not None else self.turns.max_iter
 
     def agent_seats(self) -> list[Seat]:
         return [s for s in self.org.seats if s.kind == "agent"]

@@ -4,7 +4,10 @@ Refusals: a seat named twice (seed 000, "Routing": a handle names one inbox), a
 `reports_to` or a schedule or an integration user naming no seat, a schedule aimed at a
 human (a human has no inbox), a token budget on a human seat (seed 002, "Token Budgets":
 per seat means an agent seat's), a cron expression the scheduler could not fire, an
-integration secret that is empty. Advisories: a company with no model provider (seed
+integration secret that is empty, a tool server whose transport lacks what it needs (a
+command for stdio, an http(s) URL for http) or carries the other's fields, a tool server
+offered to a seat that is no agent seat or a role no agent seat has, a scripted tool call
+naming no tool server, a `max_iter` on a human seat. Advisories: a company with no model provider (seed
 000: valid, and its agents hold their mail until one is added), ceilings that can never
 bind (seed 002: "the ceilings crewlet validate warns can never bind"), and the like.
 """
@@ -15,10 +18,16 @@ import itertools
 from typing import Any
 from urllib.parse import urlsplit
 
+import re
+
 from engine.config.cron import cron_problem
 from engine.config.errors import describe_value, field_path
 
 _SECRET_FIELDS = ("webhook_secret", "signing_secret", "token")
+
+# A server's name is the first half of every tool name the model sees (`notes__append`), and
+# both providers accept ^[a-zA-Z0-9_-]{1,64}$ there: 32 leaves the tool its 30 characters.
+SERVER_NAME = re.compile(r"^[a-zA-Z0-9-]{1,32}$")
 
 
 def company_refusals(blocks: dict[str, Any]) -> list[str]:
@@ -26,12 +35,16 @@ def company_refusals(blocks: dict[str, Any]) -> list[str]:
     out: list[str] = []
     if "name" in blocks and not blocks["name"].strip():
         out.append("name: empty: a company needs a name (its agent ids are derived from it)")
-    if blocks.get("providers") is not None:
-        out += _provider_refusals(blocks["providers"].llm)
     org = blocks.get("org")
     seats = {s.handle: s for s in org.seats} if org is not None else None
+    tools = blocks.get("tools")
+    servers = {server.name for server in tools.mcp} if tools is not None else None
+    if blocks.get("providers") is not None:
+        out += _provider_refusals(blocks["providers"].llm, servers)
     if org is not None:
         out += _seat_refusals(org.seats)
+    if tools is not None:
+        out += _tool_server_refusals(tools.mcp, seats)
     schedules = blocks.get("schedules") or []
     for i, schedule in enumerate(schedules):
         if schedule is not None:  # None: an item refused on its own (engine.config.company._salvaged)
@@ -42,18 +55,71 @@ def company_refusals(blocks: dict[str, Any]) -> list[str]:
     return out
 
 
-def _provider_refusals(llm: list) -> list[str]:
+def _provider_refusals(llm: list, servers: set[str] | None) -> list[str]:
     out = _duplicates("providers.llm", "name", llm)
     for i, provider in enumerate(llm):
         if not provider.name.strip():
             out.append(f"providers.llm[{i}].name: empty: a provider needs a name")
-        if provider.kind == "openai":
-            parts = urlsplit(provider.base_url)
-            if parts.scheme not in ("http", "https") or not parts.netloc:
+        if provider.kind in ("openai", "anthropic"):
+            if not _is_http_url(provider.base_url):
                 out.append(f"providers.llm[{i}].base_url: expected an http or https URL such as "
                            f"https://api.example.com/v1, got {describe_value(provider.base_url)}")
             if not provider.model.strip():
                 out.append(f"providers.llm[{i}].model: empty: name the model to ask for")
+        if provider.kind == "scripted" and servers is not None:
+            for j, call in enumerate(provider.tool_calls):
+                path = f"providers.llm[{i}].tool_calls[{j}]"
+                if call.server not in servers:
+                    known = ", ".join(sorted(servers)) or "none is declared"
+                    out.append(f"{path}.server: {describe_value(call.server)} names no server in tools.mcp "
+                               f"({known}); declare it there or remove the call")
+                if not call.tool.strip():
+                    out.append(f"{path}.tool: empty: name one of the server's tools")
+    return out
+
+
+def _is_http_url(value: str) -> bool:
+    parts = urlsplit(value)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def _tool_server_refusals(servers: list, seats: dict | None) -> list[str]:
+    out = _duplicates("tools.mcp", "name", servers)
+    roles = {s.role for s in seats.values() if s.kind == "agent" and s.role} if seats is not None else None
+    for i, server in enumerate(servers):
+        path = f"tools.mcp[{i}]"
+        if not SERVER_NAME.match(server.name):
+            out.append(f"{path}.name: {describe_value(server.name)}: a tool server's name is 1 to 32 letters, "
+                       "digits and '-' (it prefixes every tool name the model sees, as <name>__<tool>)")
+        if server.transport == "stdio":
+            if not server.command or not server.command[0].strip():
+                out.append(f"{path}.command: missing: a stdio server is a command to start, such as "
+                           "[\".venv/bin/python\", \"examples/tools/notes.py\"]")
+            for name in ("url", "headers"):
+                if getattr(server, name):
+                    out.append(f"{path}.{name}: a stdio server is started, not dialled: remove {name}, "
+                               "or set transport: http")
+        else:
+            if server.url is None or not _is_http_url(server.url):
+                out.append(f"{path}.url: expected an http or https URL such as https://mcp.example.com/mcp, "
+                           f"got {describe_value(server.url)}")
+            for name in ("command", "env"):
+                if getattr(server, name):
+                    out.append(f"{path}.{name}: an http server is dialled, not started: remove {name}, "
+                               "or set transport: stdio")
+        if server.seats is not None and server.roles is not None:
+            out.append(f"{path}.roles: give seats or roles, not both")
+        for j, handle in enumerate(server.seats or []):
+            if seats is None:
+                break
+            seat = seats.get(handle)
+            if seat is None:
+                out.append(f"{path}.seats[{j}]: {describe_value(handle)} names no seat in org.seats")
+            elif seat.kind != "agent":
+                out.append(f"{path}.seats[{j}]: {describe_value(handle)} is a human seat: tools are for agent seats")
+        for j, role in enumerate(server.roles or []):
+            if roles is not None and role not in roles:
+                out.append(f"{path}.roles[{j}]: {describe_value(role)} is the role of no agent seat in org.seats")
     return out
 
 
@@ -70,6 +136,8 @@ def _seat_refusals(seats: list) -> list[str]:
         if seat.kind == "human" and seat.token_budget.windows():
             out.append(f"{path}.token_budget: {seat.handle} is a human seat, and a token budget caps an "
                        "agent seat's model spend; remove it")
+        if seat.kind == "human" and seat.max_iter is not None:
+            out.append(f"{path}.max_iter: {seat.handle} is a human seat, which runs no turn; remove it")
     out += _cycles(seats)
     return out
 

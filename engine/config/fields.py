@@ -161,7 +161,7 @@ def _text_of(value: Any, expected: str, secret: bool = False) -> str:
 Text = Annotated[str, BeforeValidator(lambda v: _text_of(v, "text")), Expect("text")]
 
 class SecretMarker:
-    """Annotation metadata: the field holds a credential. `engine.config.redaction` finds
+    """Annotation metadata: the field holds a credential. `engine.config.secretfields` finds
     secret fields by it, so every rendering of a document hides them (GET /config, the admin,
     the dashboard), and a document sent over the API may reference `${VAR}` only there."""
 

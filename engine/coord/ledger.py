@@ -3,8 +3,11 @@ whose delivery was never acked is not re-run, because the completion ledger reco
 shipped"; seed 002, "What changed": the ledger is one of the fleet-shared records that lives
 in a coordination bucket "whose own age is its retention, so the broker expires them").
 
-A record says: seat `handle` worked trigger `trigger_id` in turn `turn_id`. It is the fleet's,
-so a redelivery that reaches another node is still dropped as worked (TurnTriggerSkipped).
+A record says: seat `handle` worked trigger `trigger_id` in turn `turn_id`, and `reason` says how
+when it was not by running it: `abandoned` (its turn was abandoned rather than redelivered) or
+`answered_in_thread` (a later turn of its conversation was shown it waiting and answered it;
+seed 000, "the failed one is not answered twice"). It is the fleet's, so a redelivery that
+reaches another node is still dropped as worked (TurnTriggerSkipped).
 Records age out with the bucket after the horizon (7 days unless configured): a bucket that
 already exists keeps the age it was created with (a booting node never rewrites a shared
 object), and `horizon` reports the age in force.
@@ -28,6 +31,7 @@ class WorkedRecord:
     trigger_id: str
     turn_id: str
     worked_at: float
+    reason: str = ""
 
 
 class CompletionLedger:
@@ -44,12 +48,16 @@ class CompletionLedger:
         self.horizon = info.max_age or self.horizon
         self._provisioned = True
 
-    async def record_worked(self, handle: str, trigger_id: str, turn_id: str) -> WorkedRecord:
-        """Record that `handle` worked `trigger_id` in `turn_id`. The first record stands: a
-        trigger already recorded returns the record that is there."""
+    async def record_worked(self, handle: str, trigger_id: str, turn_id: str, *, reason: str = "") -> WorkedRecord:
+        """Record that `handle` worked `trigger_id` in `turn_id` (`reason`: how, when not by
+        running it). The first record stands: a trigger already recorded returns the record
+        that is there."""
         await self._ready()
         key = _key(handle, trigger_id)
-        value = json.dumps({"handle": handle, "trigger_id": trigger_id, "turn_id": turn_id}).encode()
+        record = {"handle": handle, "trigger_id": trigger_id, "turn_id": turn_id}
+        if reason:
+            record["reason"] = reason
+        value = json.dumps(record).encode()
         try:
             await self.store.create(LEDGER_BUCKET, key, value)
         except KeyExists:
@@ -84,4 +92,4 @@ def _decode(entry: Entry | None) -> WorkedRecord:
         raise CoordError("ledger: a record written a moment ago is gone")
     raw = json.loads(entry.value)
     return WorkedRecord(handle=raw["handle"], trigger_id=raw["trigger_id"], turn_id=raw["turn_id"],
-                        worked_at=entry.updated)
+                        worked_at=entry.updated, reason=raw.get("reason", ""))

@@ -30,7 +30,7 @@ from engine.config import tokens as api_tokens
 log = logging.getLogger("engine.node.gate")
 
 # The REST routes (crewlet_site.api mounts them at the root): a token before anything else.
-API_PREFIXES = ("/events", "/seats", "/config", "/budgets")
+API_PREFIXES = ("/events", "/seats", "/config", "/budgets", "/schedules", "/a2a")
 WEBHOOK_PREFIX = "/webhooks/"
 # 64 KiB: an API body is a task's text or a pause reason; the largest a person would type is a
 # few KiB, and every byte of it is read on the node's one event loop.

@@ -42,6 +42,7 @@ class NodeState:
     seats: tuple[str, ...] = ()
     revision: int | None = None
     public_port: int | None = None
+    tool_servers: tuple[dict, ...] = ()   # each MCP tool server's state (seats.tools.servers fills it)
 
     @property
     def ingress(self) -> bool:
@@ -72,6 +73,8 @@ class NodeState:
             "coordination": self.coordination_link,
             "revision": self.revision,
             "uptime_seconds": round(time.time() - self.started_at, 1),
+            "tool_servers": [{k: s.get(k) for k in ("name", "transport", "state", "reason", "tool_count")}
+                             for s in self.tool_servers],
         }
 
     def ready_reason(self) -> str | None:

@@ -384,14 +384,19 @@ class Node:
 
     # -- serving ---------------------------------------------------------------------------
     async def _start_services(self) -> None:
+        """Build what the roles run, tell those that follow the company of the revision this
+        node applied while preparing (the seat runtime starts its tool servers), then start
+        each in order."""
         self.services = build_services(self)
+        if self.company is not None:
+            await self._follow_company(self.company)
         for service in self.services.started_in_order():
             await service.start()
             log.info("service_started", extra={"service": service.name})
 
     async def _follow_company(self, company: Company) -> None:
         """A revision applied: the services that follow the company re-read it."""
-        for follower in (self.services.projection, self.services.seats):
+        for follower in (self.services.projection, self.services.seats, self.services.scheduler):
             if follower is None:
                 continue
             try:

@@ -8,18 +8,21 @@ from __future__ import annotations
 from datetime import datetime
 
 from events.envelope import register
-from events.types.shapes import SeatEvent, because, duration, person, possessive
+from events.types.shapes import SeatEvent, because, count, duration, person, possessive
 
 
 @register("task_assigned")
 class TaskAssigned(SeatEvent):
-    """Published to the seat's inbox by the scheduler or an operator."""
+    """Published to the seat's inbox by the scheduler or an operator. A scheduled task names its
+    `schedule` and the due time it was fired for (`scheduled_for`); the turn's scheduled_timeout
+    guard reads them."""
 
     task_id: str = ""
     task: str = ""
     assigned_by: str = ""
     assigned_by_seat: str = ""
     schedule: str = ""
+    scheduled_for: datetime | None = None
 
     def summary(self, event) -> str:
         who = person(self.assigned_by_seat, self.assigned_by)
@@ -116,14 +119,25 @@ class SandboxRunAnswered(SandboxRunEvent):
 
 @register("scheduled_task_fired")
 class ScheduledTaskFired(SeatEvent):
-    """A schedule fired and created a task for a seat."""
+    """A schedule fired and created a task for a seat: for the due time `scheduled_for` on the
+    company's clock (`timezone`), with `missed` the due times before it that passed while no
+    node could fire them (fired once, never one task each). `manual` marks a fire an operator
+    asked for (`fired_by`), which no due time stands behind."""
 
     schedule: str = ""
     cron: str = ""
+    timezone: str = ""
     task_id: str = ""
     task: str = ""
     scheduled_for: datetime | None = None
+    missed: int = 0
+    manual: bool = False
+    fired_by: str = ""
 
     def summary(self, event) -> str:
         name = f"schedule {self.schedule}" if self.schedule else "a schedule"
-        return f"{name} fired for {self.seat}{because(self.task)}"
+        how = f" (by {self.fired_by})" if self.manual else (f" ({count(self.missed, 'missed fire')} before it)" if self.missed else "")
+        return f"{name} fired for {self.seat}{how}{because(self.task)}"
+
+    def actor(self, event) -> str:
+        return self.fired_by if self.manual and self.fired_by else "scheduler"

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Awaitable, Callable, Sequence
 
-from engine.config.company import Company, Scripted
+from engine.config.company import Anthropic, Company, Scripted
 from events import tracing
 from events.envelope import EventData
 from events.types.system import LLMUnavailable, ProviderFallback
-from seats.providers.base import Completion, Message, Provider, ProviderError
-from seats.providers.openai import ClientFactory, OpenAIProvider
+from seats.providers.anthropic import AnthropicProvider
+from seats.providers.base import Completion, Message, Provider, ProviderError, ToolSpec
+from seats.providers.clients import ClientFactory, Clients
+from seats.providers.openai import OpenAIProvider
 from seats.providers.scripted import ScriptedProvider
 
 Emit = Callable[[EventData], Awaitable[None]]
@@ -49,6 +51,12 @@ class ChainExhausted(Exception):
     def last(self) -> ProviderError:
         return self.errors[-1]
 
+    @property
+    def transient(self) -> bool:
+        """Whether every member failed for a reason that may pass (429, 5xx, timeout,
+        unreachable): only then is the same call worth making again later."""
+        return bool(self.errors) and all(e.retryable for e in self.errors)
+
 
 @dataclass(frozen=True)
 class Answer:
@@ -59,14 +67,18 @@ class Answer:
 
 
 def members_for(company: Company, *, variables: Mapping[str, str] | None = None,
-                http_client_factory: ClientFactory | None = None) -> list[Provider]:
-    """The company's providers, built in chain order. `variables` fill a scripted reply."""
+                clients: Clients | None = None, http_client_factory: ClientFactory | None = None) -> list[Provider]:
+    """The company's providers, built in chain order. `variables` fill a scripted reply;
+    `clients` are the SDK clients the remote kinds share (private ones when None)."""
+    clients = clients or Clients(http_client_factory)
     members: list[Provider] = []
     for config in company.providers.llm:
         if isinstance(config, Scripted):
             members.append(ScriptedProvider(config, variables=variables))
+        elif isinstance(config, Anthropic):
+            members.append(AnthropicProvider(config, clients=clients))
         else:
-            members.append(OpenAIProvider(config, http_client_factory=http_client_factory))
+            members.append(OpenAIProvider(config, clients=clients))
     return members
 
 
@@ -84,8 +96,10 @@ class ProviderChain:
     def keys(self) -> list[str]:
         return [m.key for m in self.members]
 
-    async def complete(self, messages: list[Message], *, max_tokens: int, round: int = 0) -> Answer:
-        """The first member's answer that comes; ChainExhausted (after llm_unavailable) when none does."""
+    async def complete(self, messages: list[Message], *, max_tokens: int, round: int = 0,
+                       tools: Sequence[ToolSpec] = ()) -> Answer:
+        """The first member's answer that comes; ChainExhausted (after llm_unavailable) when none does.
+        `tools` are offered to whichever member answers."""
         if not self.members:
             raise ChainEmpty()
         errors: list[ProviderError] = []
@@ -93,7 +107,7 @@ class ProviderChain:
             after = self.members[i + 1].key if i + 1 < len(self.members) else ""
             with tracing.span("llm.round", provider=member.key, model=member.model, round=round):
                 try:
-                    completion = await member.complete(messages, max_tokens=max_tokens)
+                    completion = await member.complete(messages, max_tokens=max_tokens, tools=tools)
                 except ProviderError as exc:
                     errors.append(exc)
                     await self.emit(ProviderFallback(

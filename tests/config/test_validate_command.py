@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from datetime import datetime
 
 import pytest
 
@@ -24,8 +25,13 @@ def test_the_bundled_examples_validate():
                    env=EXAMPLE_ENV)
     assert run.returncode == 0, run.stdout + run.stderr
     lines = run.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["ok", "ok"]
+    assert [line.split(":")[0] for line in lines] == ["ok", "ok", "schedule"]
     assert "node node-1" in lines[0] and "company nimbus" in lines[1]
+    # the bundled standup's next three fires, on the company's clock, each a weekday at 09:00
+    fires = lines[2].split(" next ")[1].split(", ")
+    assert lines[2].startswith("schedule: standup: '0 9 * * 1-5' for carol") and len(fires) == 3
+    assert all(datetime.fromisoformat(f).strftime("%H:%M") == "09:00" and datetime.fromisoformat(f).weekday() < 5
+               for f in fires)
 
 
 def test_every_refusal_is_printed_and_the_exit_status_is_2(tmp_path):

@@ -233,3 +233,43 @@ async def test_the_company_page_draws_the_org_chart_from_reports_to(node):
     maya = chart.index('data-seat="maya"')
     reports = chart.index('class="org-reports"', maya)
     assert maya < reports < chart.index('data-seat="alice"') < chart.index('data-seat="bob"')
+
+
+SCHEDULED_DOC = """name: nimbus
+timezone: Europe/Berlin
+providers: {llm: [{name: local, kind: scripted}]}
+org:
+  seats:
+    - {handle: maya, kind: human}
+    - {handle: alice, kind: agent}
+    - {handle: bob, kind: agent}
+schedules:
+  - {name: standup, seat: bob, cron: "0 9 * * 1-5", task: "Post the standup"}
+"""
+
+
+async def test_the_company_page_shows_each_schedule_with_its_next_fires_on_the_company_clock(node):
+    node.company = parse_company(SCHEDULED_DOC)
+    client = await signed_in(False, node)
+    body = (await client.get("/dashboard/company/")).content.decode()
+    row = re.search(r'<tr data-schedule="standup">(.*?)</tr>', body, re.S).group(1)
+    assert "0 9 * * 1-5" in row and 'href="/dashboard/seats/bob/"' in row and "Post the standup" in row
+    fires = re.findall(r'<time datetime="([^"]+)"', re.search(r'data-field="next">(.*?)</td>', row, re.S).group(1))
+    assert len(fires) == 3 and all(datetime.fromisoformat(f).astimezone(node.company.tz).hour == 9 for f in fires)
+    assert "no node holds the duty" in row and "Europe/Berlin" in body
+
+
+async def test_the_seat_page_lists_the_seats_open_a2a_channels_with_their_trace(node):
+    from a2a import service as a2a
+    from events.tracing import trace_of
+
+    node.company = parse_company(SCHEDULED_DOC)
+    outcome = await a2a.ask(node, asker="alice", target="bob", brief="ready?", depth=0, trace=trace_of())
+    assert outcome.ok
+    client = await signed_in(False, node)
+    asker = (await client.get("/dashboard/seats/alice/")).content.decode()
+    item = re.search(rf'<li data-channel-id="{outcome.channel_id}">(.*?)</li>', asker, re.S).group(1)
+    channel = await a2a.ChannelBook(node.coord).get(outcome.channel_id)
+    assert "asked" in item and ">bob</a>" in item and f'/dashboard/traces/{channel.trace_id}/' in item
+    answerer = (await client.get("/dashboard/seats/bob/")).content.decode()
+    assert "asked by" in answerer and outcome.channel_id in answerer

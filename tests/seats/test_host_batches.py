@@ -9,8 +9,9 @@ import pytest
 
 from engine.coord.ledger import CompletionLedger
 from seats import host as host_module
-from seats.host import SKIP_WORKED
 from notify.coalesce import CoalesceError
+from seats.host import ABANDONED, SKIP_WORKED
+from seats.turn import TurnResult
 from tests.queue.waiting import eventually, throughout
 from tests.seats.hosting import backend, labels, mail, make_rig, rig  # noqa: F401  (fixtures)
 
@@ -59,14 +60,15 @@ async def test_a_trigger_the_ledger_holds_is_skipped_out_loud(rig):
     assert await _settled(rig)
 
 
-async def test_a_failed_turn_naks_and_newer_mail_of_its_conversation_runs_first(rig):
+async def test_a_turn_whose_providers_are_all_down_naks_and_newer_mail_of_its_conversation_runs_first(rig):
     failures = {"m1": 1}
 
     def decide(request):
         label = labels(request.constituents)[0]
         if failures.get(label):
             failures[label] -= 1
-            raise RuntimeError("the turn's own bug")
+            return TurnResult(outcome="llm_unavailable", turn_id=request.turn_id, rounds=0, tokens_in=0, tokens_out=0,
+                              duration_ms=1, error="main: server: HTTP 503", error_kind="server", transient=True)
         return "completed"
 
     rig.turns.decide = decide
@@ -76,12 +78,33 @@ async def test_a_failed_turn_naks_and_newer_mail_of_its_conversation_runs_first(
     await eventually(lambda: rig.turns.running == 1, message="m1's turn")
     await rig.publish(mail("m2", key="slack:C2:9"))  # arrives while m1's turn runs
     gate.set()
-    await eventually(lambda: len(rig.turns.outcomes) == 2, message="m2 and m1 again")
+    await eventually(lambda: len(rig.turns.outcomes) == 3, message="m2 and m1 again")
     assert rig.turns.turns_of() == [["m1"], ["m2"], ["m1"]]
-    breach = rig.published.of("turn.guard_breach")
-    assert len(breach) == 1 and "the turn's own bug" in breach[0].get("detail")
-    assert rig.host().last_error["outcome"] == "failed"
+    assert rig.turns.outcomes == ["llm_unavailable", "completed", "completed"]
+    assert rig.host().last_error["outcome"] == "llm_unavailable"
+    assert rig.published.of("turn_trigger_skipped") == []
     assert await _settled(rig)
+
+
+async def test_a_turn_that_raises_is_abandoned_once_recorded_and_never_run_again(rig):
+    def decide(request):
+        raise RuntimeError("the turn's own bug")
+
+    rig.turns.decide = decide
+    m1 = mail("m1", key="slack:C4:1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    skips = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment recorded")
+    [skip] = skips
+    assert (skip.get("trigger_id"), skip.get("reason"), skip.get("abandoned")) == \
+        (str(m1.id), ABANDONED["raised"], True)
+    assert "the turn's own bug" in skip.get("detail")
+    [breach] = rig.published.of("turn.guard_breach")
+    assert breach.get("guard") == "turn_error" and breach.get("turn_id") == skip.get("turn_id")
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
+    assert (record.turn_id, record.reason) == (skip.get("turn_id"), "abandoned")
+    assert await _settled(rig)
+    await throughout(lambda: len(rig.turns.requests) == 1, window=1.5, message="the abandoned turn ran again")
 
 
 async def test_an_unmergeable_partition_degrades_to_one_turn_per_event(rig, monkeypatch):

@@ -106,6 +106,20 @@ async def test_a_window_that_first_refuses_is_reported_at_once_and_again_only_af
 def test_every_role_runs_the_publisher():
     for role in ("data", "seats", "ingress", "workers"):
         node = FakeNode(queue=None, coord=LocalCoord(), company=None, node_id="n")
-        node.roles, node.timings = (role,), NodeTimings()
+        node.roles, node.timings, node.env = (role,), NodeTimings(), {}
         names = [type(s).__name__ for s in build_services(node).started_in_order()]
         assert "BudgetMetersPublisher" in names, (role, names)
+
+
+def test_the_workers_role_runs_the_scheduler_and_the_maintenance_duty_and_tests_alone_shorten_them():
+    from engine.node.services import MAINTENANCE_ENV, SCHEDULER_ENV, duty_timings
+
+    node = FakeNode(queue=None, coord=LocalCoord(), company=None, node_id="n")
+    node.roles, node.timings, node.env = ("workers",), NodeTimings(), {}
+    services = build_services(node)
+    assert services.scheduler is not None and services.maintenance is not None
+    assert (services.scheduler.tick_seconds, services.maintenance.a2a_idle, services.maintenance.a2a_retain) == (1.0, 3600.0, 604800.0)
+    node.roles = ("seats",)
+    assert build_services(node).scheduler is None
+    assert duty_timings({"CREWLET_A2A_IDLE_CLOSE_SECONDS": "2"}, MAINTENANCE_ENV) == {"a2a_idle_seconds": 2.0}
+    assert duty_timings({"CREWLET_SCHEDULER_TICK_SECONDS": "soon"}, SCHEDULER_ENV) == {}  # not a number: the default

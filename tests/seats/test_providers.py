@@ -50,11 +50,13 @@ def chat_body(text: str = "Done.", *, prompt_tokens: int | None = 11, completion
 
 
 class ChatEndpoint:
-    """A real OpenAI-compatible chat-completions endpoint; replies are taken from `script` in
-    order (a success once it runs out), and every request is kept in `requests`."""
+    """A real model endpoint (any path: OpenAI's chat completions, Anthropic's messages); replies
+    are taken from `script` in order, then from `responder(request)` when one is set (a success
+    once both run out), and every request is kept in `requests`."""
 
     def __init__(self) -> None:
         self.script: list[Reply] = []
+        self.responder: Any = None
         self.requests: list[dict[str, Any]] = []
         self._release = threading.Event()
         self._lock = threading.Lock()
@@ -67,9 +69,14 @@ class ChatEndpoint:
             def do_POST(self) -> None:
                 raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
                 with endpoint._lock:
-                    endpoint.requests.append({"path": self.path, "headers": dict(self.headers),
-                                              "body": json.loads(raw or b"null")})
-                    reply = endpoint.script.pop(0) if endpoint.script else Reply(body=chat_body())
+                    request = {"path": self.path, "headers": dict(self.headers), "body": json.loads(raw or b"null")}
+                    endpoint.requests.append(request)
+                    if endpoint.script:
+                        reply = endpoint.script.pop(0)
+                    elif endpoint.responder is not None:
+                        reply = endpoint.responder(request)
+                    else:
+                        reply = Reply(body=chat_body())
                 if reply.hang:
                     endpoint._release.wait(30)
                     return

@@ -25,17 +25,28 @@ from tests.seats.test_providers import (
 pytestmark = pytest.mark.timeout(30)
 
 SCRIPTED = {"name": "demo", "kind": "scripted", "reply": "{seat} ({role}) is on {trigger_summary}"}
-TURN_EVENTS = ("agent_turn_started", "agent_phase_completed", "agent_turn_completed")
+OPENING = ["agent_turn_started", "agent_phase_started", "prompt.size"]
+TURN_EVENTS = (*OPENING, "agent_phase_completed", "agent_turn_completed")
 
 
 class Published:
-    """The engine's publish: every event, in order."""
+    """The engine's publish: every event, in order. `events` leaves out the live-only
+    agent_turn_progress (published beside the rounds, so its place among the rest is not
+    fixed); `progress` holds those."""
 
     def __init__(self) -> None:
-        self.events: list[Event] = []
+        self.everything: list[Event] = []
 
     async def __call__(self, event: Event) -> None:
-        self.events.append(event)
+        self.everything.append(event)
+
+    @property
+    def events(self) -> list[Event]:
+        return [e for e in self.everything if e.type != "agent_turn_progress"]
+
+    @property
+    def progress(self) -> list[Event]:
+        return [e for e in self.everything if e.type == "agent_turn_progress"]
 
     @property
     def types(self) -> list[str]:
@@ -67,7 +78,7 @@ async def test_a_turn_publishes_started_phase_and_completed_under_the_triggers_t
     result = await TurnEngine(node_id="node-a", publish=published).run(request)
 
     assert published.types == list(TURN_EVENTS)
-    started, phase, completed = published.events
+    started, opened, size, phase, completed = published.events
     for event in published.events:
         assert event.trace_id == trigger.trace_id                 # one trace, the trigger's
         assert event.parent_span_id == trigger.span_id            # the turn's span is the trigger span's child
@@ -102,8 +113,8 @@ async def test_a_provider_fallback_is_addressed_to_its_provider_calls_span_insid
     trigger = slack_message()
     result = await TurnEngine(node_id="node-a", publish=published).run(request_for(company, trigger))
     assert result.outcome == "completed"
-    assert published.types == ["agent_turn_started", "provider_fallback", "agent_phase_completed", "agent_turn_completed"]
-    started, fallback = published.events[:2]
+    assert published.types == [*OPENING, "provider_fallback", "agent_phase_completed", "agent_turn_completed"]
+    started, fallback = published.events[0], published.events[3]
     assert (fallback.get("from_provider_key"), fallback.get("to_provider_key"), fallback.get("error_kind")) == \
         ("main", "demo", "auth")
     assert fallback.trace_id == trigger.trace_id
@@ -116,7 +127,7 @@ async def test_an_exhausted_chain_ends_the_turn_llm_unavailable_as_an_outcome_no
     company = company_of([openai_entry(endpoint.base_url, max_retries=0)])
     published = Published()
     result = await TurnEngine(node_id="node-a", publish=published).run(request_for(company, slack_message()))
-    assert published.types == ["agent_turn_started", "provider_fallback", "llm_unavailable",
+    assert published.types == [*OPENING, "provider_fallback", "llm_unavailable",
                                "agent_phase_completed", "agent_turn_completed"]
     assert published.one("provider_fallback").get("to_provider_key") == ""
     phase, completed = published.events[-2:]
@@ -137,7 +148,7 @@ async def test_a_person_stopping_the_turn_ends_it_before_its_next_round():
     published = Published()
     engine = TurnEngine(node_id="node-a", publish=published, max_tokens=10)
     result = await engine.run(request_for(company, slack_message(), stop_requested=stop_requested))
-    assert published.types == ["agent_turn_started", "agent_turn_stopped", "agent_phase_completed", "agent_turn_completed"]
+    assert published.types == [*OPENING, "agent_turn_stopped", "agent_phase_completed", "agent_turn_completed"]
     stopped = published.one("agent_turn_stopped")
     assert (stopped.get("stopped_by"), stopped.get("stopped_by_seat"), stopped.get("reason")) == ("maya@acme", "maya", "wrong repo")
     phase, completed = published.events[-2:]
@@ -169,7 +180,7 @@ async def test_a_charge_the_budget_refuses_ends_the_turn_with_budget_exhausted()
     budgets, published = Budgets(LocalCoord()), Published()
     engine = TurnEngine(node_id="node-a", publish=published, budgets=budgets, max_tokens=10)
     result = await engine.run(request_for(company, slack_message()))
-    assert published.types == ["agent_turn_started", "budget_exhausted", "agent_phase_completed", "agent_turn_completed"]
+    assert published.types == [*OPENING, "budget_exhausted", "agent_phase_completed", "agent_turn_completed"]
     exhausted = published.one("budget_exhausted")
     assert isinstance(result.refusal, Refusal)
     assert (exhausted.get("scope"), exhausted.get("period"), exhausted.get("ceiling")) == ("company", "day", 15)
@@ -244,33 +255,35 @@ async def test_an_exception_in_the_turns_own_code_propagates():
     with pytest.raises(RuntimeError, match="pause store gone"):
         await TurnEngine(node_id="node-a", publish=published).run(
             request_for(company, slack_message(), stop_requested=broken))
-    assert published.types == ["agent_turn_started"]
+    assert published.types == OPENING
 
 
-async def test_a_node_that_lost_the_seat_mid_turn_stops_before_its_next_round_and_records_no_outcome():
+async def test_a_node_that_lost_the_seat_mid_turn_stops_before_its_next_round_and_records_it_interrupted():
     # a reply cut at max_tokens earns a continuation round; the lease is lost during the first
     company = company_of([{"name": "demo", "kind": "scripted", "reply": "word " * 40}])
     asked = []
 
-    def fenced() -> bool:
+    def fence() -> bool:
         asked.append(True)
-        return len(asked) > 1
+        return len(asked) == 1
 
     published = Published()
     result = await TurnEngine(node_id="node-a", publish=published, max_tokens=10).run(
-        request_for(company, slack_message(), fenced=fenced))
-    assert published.types == ["agent_turn_started"]  # no phase, no completion: the seat's holder works it
-    assert (result.outcome, result.rounds) == ("fenced", 1)
+        request_for(company, slack_message(), fence=fence))
+    assert (result.outcome, result.error_kind, result.rounds) == ("interrupted", "fence", 1)
+    # on the record as interrupted, never completed: the seat's holder works the mail once
+    assert published.one("agent_turn_completed").get("outcome") == "interrupted"
 
 
-async def test_a_lease_lost_while_the_last_round_ran_publishes_no_outcome():
+async def test_a_lease_lost_while_the_last_round_ran_is_no_completed_turn():
     company, published = company_of([SCRIPTED]), Published()
     asked = []
 
-    def fenced() -> bool:  # exclusive at the round's top, gone by the time it answered
+    def fence() -> bool:  # exclusive at the round's top, gone by the time it answered
         asked.append(True)
-        return len(asked) > 1
+        return len(asked) == 1
 
-    result = await TurnEngine(node_id="node-a", publish=published).run(request_for(company, slack_message(), fenced=fenced))
-    assert published.types == ["agent_turn_started"]
-    assert result.outcome == "fenced"
+    result = await TurnEngine(node_id="node-a", publish=published).run(request_for(company, slack_message(), fence=fence))
+    assert (result.outcome, result.error_kind, result.rounds) == ("interrupted", "fence", 1)
+    assert published.one("agent_turn_completed").get("outcome") == "interrupted"
+    assert not result.shown_waiting  # nothing it was shown is settled as answered

@@ -5,7 +5,8 @@ would refuse at boot, each by field, so a deployment finds out on a laptop rathe
 bind time, and prints the advisories every start would log as `config_advisory`.
 
 Output, one line each: `refused: <path>: <message>` for every refusal, `advisory: <path>:
-<message>` for every advisory, and `ok: ...` for each document that passed. Exit status 2
+<message>` for every advisory, `ok: ...` for each document that passed, and for each schedule
+of a company that passed `schedule: <name>: next <three fire times on the company's clock>`. Exit status 2
 on any refusal, 0 otherwise; never a traceback. It reads the files itself and does not
 depend on Django's settings having loaded the config (they fall back when it is bad).
 """
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 import sys
+from datetime import datetime, timezone
 
 from django.core.management.base import BaseCommand
 
@@ -23,11 +25,21 @@ from engine.config import (
     load_node_config,
     node_advisories,
 )
+from engine.config.cron import next_fires
 
 REFUSED_STATUS = 2
 
 
-def validate(config_path: str | None, company_path: str | None) -> tuple[list[str], int]:
+def schedule_lines(company, now: datetime) -> list[str]:
+    """Each schedule's next three fire times after `now`, on the company's clock."""
+    out = []
+    for schedule in company.schedules:
+        fires = [d.astimezone(company.tz).isoformat() for d in next_fires(schedule.cron, company.tz, now, 3)]
+        out.append(f"schedule: {schedule.name}: {schedule.cron!r} for {schedule.seat}, next {', '.join(fires) or 'never'}")
+    return out
+
+
+def validate(config_path: str | None, company_path: str | None, now: datetime | None = None) -> tuple[list[str], int]:
     """Return (the lines to print, the exit status) for the named files."""
     lines: list[str] = []
     refused = False
@@ -51,6 +63,7 @@ def validate(config_path: str | None, company_path: str | None) -> tuple[list[st
             lines += [f"advisory: {a}" for a in company_advisories(company)]
             lines.append(f"ok: {company_path}: company {company.name}, {len(company.agent_seats())} agent "
                          f"and {len(company.human_seats())} human seats, digest {company.digest()[:12]}")
+            lines += schedule_lines(company, now or datetime.now(timezone.utc))
     return lines, (REFUSED_STATUS if refused else 0)
 
 

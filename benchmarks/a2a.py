@@ -1,0 +1,219 @@
+"""A2A figures on the embedded broker, printed (not a test).
+
+    .venv/bin/python benchmarks/a2a.py [--quick]
+
+Ask-to-answer-wake latency for an instant answering model: alice asks bob (`a2a.service.ask`,
+what the a2a_ask tool calls); bob's seat host, with the real turn engine and the scripted
+provider at `delay_seconds: 0`, runs the turn and answers; the time is taken when the answer
+wake is delivered on alice's inbox. p50 and p99, once over the in-process coordination twin
+(`coordination.type: local`) and once over NATS KV on the same broker (`embedded-kv`, what a
+fleet runs), each beside a baseline measured in the same run: the raw two publishes the
+exchange rides on -- an event published to bob's inbox, drained by `subscribe_batch` (as a
+seat host drains it) with a handler that publishes one event to alice's inbox, delivered to a
+plain subscriber there. Target: under 3x the raw round trip. Two of its parts are printed
+beside it: the ask call itself, and the answering turn engine's own time (its records and
+budget charges, with a model that answers at once).
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# The project root rather than this folder, whose queue.py would stand in for the stdlib's.
+sys.path[0] = str(Path(__file__).resolve().parent.parent)
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "crewlet_site.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+import yaml  # noqa: E402
+
+from a2a import service as a2a  # noqa: E402
+from engine.config.company import parse_company  # noqa: E402
+from engine.coord.leases import LeaseManager  # noqa: E402
+from engine.coord.local import LocalCoord  # noqa: E402
+from engine.coord.natskv import NatsKVCoord  # noqa: E402
+from engine.node.server import loop_factory  # noqa: E402
+from engine.queue import topics  # noqa: E402
+from engine.queue.broker import EmbeddedBroker  # noqa: E402
+from engine.queue.contract import BatchOptions, Outcome, Tuning  # noqa: E402
+from engine.queue.jetstream import JetStreamQueue  # noqa: E402
+from engine.queue.jetstream_connection import Dial  # noqa: E402
+from events.envelope import new  # noqa: E402
+from events.tracing import trace_of  # noqa: E402
+from events.types.task import TaskAssigned  # noqa: E402
+from seats.budgets import Budgets  # noqa: E402
+from seats.pauses import PauseBook  # noqa: E402
+from seats.runtime import SeatRuntime  # noqa: E402
+
+COMPANY = {"name": "bench", "org": {"seats": [{"handle": "alice", "kind": "agent"}, {"handle": "bob", "kind": "agent"}]},
+           "providers": {"llm": [{"name": "local", "kind": "scripted", "delay_seconds": 0, "reply": "ok: {trigger_summary}"}]}}
+
+
+@dataclass
+class BenchNode:
+    """The SeatsNode (and A2ANode) a seat runtime and the A2A service are handed."""
+
+    queue: Any
+    coord: Any
+    company: Any
+    node_id: str = "bench"
+    max_concurrent: int = 8
+    sweep_seconds: float = 5.0
+    stopping: bool = False
+    seat_runtime: Any = None
+
+    def __post_init__(self) -> None:
+        self.leases = LeaseManager(self.coord, self.node_id, ttl=45)
+        self.pauses = PauseBook(self.coord)
+        self.budgets = Budgets(self.coord)
+
+
+class Arrivals:
+    """A plain subscriber on an inbox: when each event id arrived."""
+
+    def __init__(self) -> None:
+        self.at: dict[str, float] = {}
+        self.changed = asyncio.Event()
+
+    async def __call__(self, delivery) -> Outcome:
+        self.at[str(delivery.event.id)] = time.perf_counter()
+        self.changed.set()
+        return Outcome.ACK
+
+    async def wait_for(self, count: int) -> None:
+        while len(self.at) < count:
+            self.changed.clear()
+            await asyncio.wait_for(self.changed.wait(), 30)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(int(len(ordered) * q), len(ordered) - 1)]
+
+
+async def raw_round_trips(q, rounds: int) -> list[float]:
+    """The two publishes an ask and its answer ride on, with nothing between them."""
+    there = (topics.agent_inbox("rawbob"), topics.inbox_group("rawbob"))
+    back = (topics.agent_inbox("rawalice"), topics.inbox_group("rawalice"))
+    for topic, group in (there, back):
+        await q.ensure_subscription(topic, group)
+    arrivals = Arrivals()
+    await q.subscribe(*back, arrivals)
+
+    async def forward(batch) -> Outcome:
+        for d in batch.deliveries:
+            await q.publish(back[0], new(TaskAssigned(agent_handle="rawalice", task=str(d.event.id)), trace_of()))
+        return Outcome.ACK
+
+    await q.subscribe_batch(*there, BatchOptions(), forward)
+    out = []
+    for i in range(rounds):
+        began = time.perf_counter()
+        await q.publish(there[0], new(TaskAssigned(agent_handle="rawbob", task=str(i)), trace_of()))
+        await arrivals.wait_for(i + 1)
+        out.append((max(arrivals.at.values()) - began) * 1000)
+    for topic, group in (there, back):
+        await q.detach(topic, group)
+        await q.delete_subscription(topic, group)
+    return out
+
+
+class Timed:
+    """The real turn engine, timed."""
+
+    def __init__(self, engine) -> None:
+        self.engine = engine
+        self.ms: list[float] = []
+
+    async def run(self, request):
+        began = time.perf_counter()
+        try:
+            return await self.engine.run(request)
+        finally:
+            self.ms.append((time.perf_counter() - began) * 1000)
+
+
+async def asks(q, coord, rounds: int, parts: dict | None = None) -> list[float]:
+    """Ask -> the answering turn -> the answer wake on alice's inbox, one ask at a time; `parts`
+    collects the ask call's own time and the answering turn engine's."""
+    node = BenchNode(queue=q, coord=coord, company=parse_company(yaml.safe_dump(COMPANY), env={}))
+    for handle in ("alice", "bob"):
+        await q.ensure_subscription(topics.agent_inbox(handle), topics.inbox_group(handle))
+    runtime = SeatRuntime(node)
+    runtime.turns = timed = Timed(runtime.turns)
+    node.seat_runtime = runtime
+    await runtime.start()
+    await runtime.on_seat_acquired("bob", None)
+    arrivals = Arrivals()
+    await q.subscribe(topics.agent_inbox("alice"), topics.inbox_group("alice"), arrivals)  # alice's inbox, drained plainly
+    out = []
+    for i in range(rounds):
+        began = time.perf_counter()
+        outcome = await a2a.ask(node, asker="alice", target="bob", brief=f"question {i}", depth=0, trace=trace_of())
+        asked = time.perf_counter()
+        assert outcome.ok, outcome.text
+        await arrivals.wait_for(i + 1)
+        out.append((max(arrivals.at.values()) - began) * 1000)
+        if parts is not None:
+            parts.setdefault("ask", []).append((asked - began) * 1000)
+    if parts is not None:
+        parts["turn"] = timed.ms
+    await runtime.stop(cut=False)
+    await q.detach(topics.agent_inbox("alice"), topics.inbox_group("alice"))
+    for handle in ("alice", "bob"):
+        await q.delete_subscription(topics.agent_inbox(handle), topics.inbox_group(handle))
+    return out
+
+
+def line(label: str, values: list[float]) -> str:
+    return f"  {label:<44} p50 {pct(values, 0.5):6.2f} ms   p99 {pct(values, 0.99):6.2f} ms   mean {statistics.mean(values):6.2f} ms"
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="50 asks a store (a smoke run)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.CRITICAL)
+    rounds = 50 if args.quick else 300
+    print(f"a2a benchmark: {rounds} asks a store, one at a time; scripted provider at delay 0; embedded broker")
+    with tempfile.TemporaryDirectory(prefix="crewlet-bench-") as store:
+        broker = EmbeddedBroker(store_dir=store, server_name="bench")
+        await broker.start()
+        q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="bench", tuning=Tuning())
+        kv = await NatsKVCoord.connect(broker.client_url, broker.token, name="bench-coord")
+        try:
+            await raw_round_trips(q, 20)  # warm the streams and the loop
+            for label, coord in (("coordination local (the twin)", LocalCoord()), ("coordination embedded-kv", kv)):
+                await asks(q, coord, 10)  # warm: buckets, consumers
+                raw = await raw_round_trips(q, rounds)
+                parts: dict = {}
+                measured = await asks(q, coord, rounds, parts)
+                ratio = pct(measured, 0.5) / pct(raw, 0.5)
+                print(f"\n== {label}")
+                print(line("baseline: raw two publishes, round trip", raw))
+                print(line("ask -> answering turn -> answer wake", measured))
+                print(line("  of which the ask call (channel, wake, row)", parts["ask"]))
+                print(line("  of which the answering turn engine", parts["turn"]))
+                print(f"  ratio at p50: {ratio:.2f}x the raw round trip (target under 3x)"
+                      f"; at p99: {pct(measured, 0.99) / pct(raw, 0.99):.2f}x")
+        finally:
+            await kv.close()
+            await q.close()
+            await broker.stop()
+
+
+if __name__ == "__main__":
+    # The node's own event loop (uvloop), as `crewlet_node` runs it.
+    with asyncio.Runner(loop_factory=loop_factory()) as runner:
+        runner.run(main())

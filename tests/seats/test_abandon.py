@@ -1,0 +1,141 @@
+"""Abandoned turns and the failed message (seed 000, turn_trigger_skipped: "a trigger whose turn
+was ABANDONED rather than redelivered (it panicked, wrote outside the engine before breaking, or
+its model declined), with the reason"; "And the failed one is not answered twice"). The seat host
+with the real turn engine, a real model endpoint that counts its calls, on the memory twin and
+on a real nats-server."""
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from engine.coord.ledger import CompletionLedger
+from engine.coord.local import LocalCoord
+from seats.host import ABANDONED, SKIP_ANSWERED
+from seats.memory import ConversationMemory
+from seats.turn import TurnEngine
+from tests.queue.waiting import eventually, throughout
+from tests.seats.hosting import backend, mail, make_rig  # noqa: F401  (the queue backends)
+from tests.seats.test_providers import Reply, chat_body, endpoint  # noqa: F401  (the fixture)
+from tests.seats.tooling import openai_calls, tool_company
+
+pytestmark = pytest.mark.timeout(90)
+
+
+async def real_rig(backend, endpoint, *, raise_on: str = "", alice: dict | None = None):
+    """A seat runtime whose turns are the real engine's, against the test's model endpoint."""
+    company = tool_company([{"name": "main", "kind": "openai", "base_url": endpoint.base_url, "model": "m",
+                             "api_key": "${LLM_KEY}", "max_retries": 0}], [], alice=alice)
+    coord = LocalCoord()
+    rig = await make_rig(backend, the_company=company, coord=coord)
+
+    async def publish(event):
+        if event.type == raise_on:
+            raise RuntimeError(f"the broker refused {event.type}")
+        await rig.runtime.publish(event)
+
+    rig.runtime.turns = TurnEngine(node_id="node-a", publish=publish, memory=ConversationMemory(coord))
+    return rig
+
+
+@pytest.fixture
+async def rigs():
+    made = []
+    yield made
+    for rig in made:
+        await rig.runtime.stop(cut=True)
+
+
+async def settled(rig) -> None:
+    async def empty():
+        return await rig.pending() == 0
+
+    await eventually(empty, message="the inbox to be acked empty")
+
+
+async def test_a_turn_that_raises_is_run_once_and_recorded_abandoned(backend, endpoint, rigs):
+    rig = await real_rig(backend, endpoint, raise_on="agent_phase_completed")
+    rigs.append(rig)
+    m1 = mail("please fix the build", key="slack:C9:1.1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment")
+    assert (skip.get("trigger_id"), skip.get("reason"), skip.get("abandoned")) == (str(m1.id), ABANDONED["raised"], True)
+    assert "the broker refused agent_phase_completed" in skip.get("detail")
+    await settled(rig)
+    # a NAK would bring it back after 1 s, then 2 s: nothing comes
+    await throughout(lambda: len(endpoint.requests) == 1, window=4.0, message="the raising turn ran again")
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
+    assert record.reason == "abandoned"
+
+
+async def test_a_model_that_declines_is_abandoned_not_asked_again(backend, endpoint, rigs):
+    rig = await real_rig(backend, endpoint)
+    rigs.append(rig)
+    endpoint.script = [Reply(body=chat_body("I won't do that.", finish_reason="content_filter"))]
+    await rig.publish(mail("do the thing"))
+    await rig.runtime.on_seat_acquired("alice", None)
+    [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment")
+    assert skip.get("reason") == ABANDONED["refusal"]
+    await settled(rig)
+    await throughout(lambda: len(endpoint.requests) == 1, window=2.0, message="the declined turn ran again")
+
+
+async def test_a_guard_breach_is_abandoned(backend, endpoint, rigs):
+    rig = await real_rig(backend, endpoint, alice={"max_iter": 2})
+    rigs.append(rig)
+    endpoint.responder = lambda request: Reply(body=openai_calls((f"c{len(endpoint.requests)}", "no__tool",
+                                                                  {"n": len(endpoint.requests)})))
+    await rig.publish(mail("loop"))
+    await rig.runtime.on_seat_acquired("alice", None)
+    [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment")
+    assert skip.get("reason") == ABANDONED["guard"] and skip.get("detail").startswith("max_iter:")
+    assert rig.published.of("turn.guard_breach")[0].get("guard") == "max_iter"
+    await settled(rig)
+    assert len(endpoint.requests) == 2
+
+
+async def test_a_provider_that_refuses_the_call_is_abandoned_but_one_that_is_down_is_redelivered(backend, endpoint, rigs):
+    rig = await real_rig(backend, endpoint)
+    rigs.append(rig)
+    endpoint.script = [Reply(401, {"error": {"message": "bad key"}}), Reply(503, {}), Reply(body=chat_body("done"))]
+    await rig.runtime.on_seat_acquired("alice", None)
+    await rig.publish(mail("one"))
+    [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the 401's abandonment")
+    assert skip.get("reason") == ABANDONED["provider"] and "bad key" in skip.get("detail")
+    two = mail("two")
+    await rig.publish(two)
+    await eventually(lambda: len(endpoint.requests) == 3, message="the 503's turn to come back and complete")
+    await settled(rig)
+    assert len(rig.published.of("turn_trigger_skipped")) == 1
+    assert (await CompletionLedger(rig.node.coord).worked("alice", str(two.id))).reason == ""
+
+
+async def test_a_failed_message_answered_in_its_thread_by_a_later_turn_is_not_answered_again(backend, endpoint, rigs):
+    rig = await real_rig(backend, endpoint)
+    rigs.append(rig)
+    answer = threading.Event()
+
+    def respond(request):  # the first call fails once the second message has arrived
+        if len(endpoint.requests) == 1:
+            answer.wait(20)
+            return Reply(503, {"error": {"message": "overloaded"}})
+        return Reply(body=chat_body("Both handled."))
+
+    endpoint.responder = respond
+    await rig.runtime.on_seat_acquired("alice", None)
+    first = mail("is prod down?", key="slack:C5:77.1")
+    await rig.publish(first)
+    await eventually(lambda: len(endpoint.requests) == 1, message="the first turn to call its model")
+    second = mail("hello? anyone?", key="slack:C5:77.1")
+    await rig.publish(second)  # arrives while the first turn runs, as in a chat thread
+    answer.set()
+    skips = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the redelivery skipped")
+    assert [(s.get("trigger_id"), s.get("reason")) for s in skips] == [(str(first.id), SKIP_ANSWERED)]
+    await settled(rig)
+    assert len(endpoint.requests) == 2  # the failed one and the later turn; the redelivery ran nothing
+    user = endpoint.requests[1]["body"]["messages"][-1]["content"]
+    assert "hello? anyone?" in user
+    assert "still waiting for your answer" in user and "dana" in user and "is prod down?" in user
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(first.id))
+    assert record.reason == "answered_in_thread"
