@@ -14,7 +14,7 @@ ifdef PORT
 export CREWLET_PORT := $(PORT)
 endif
 
-.PHONY: run test test-long lint setup venv keyring migrate chromium bench clean superuser mutants
+.PHONY: run test test-long lint setup venv keyring migrate chromium bench chaos clean superuser mutants
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || { echo "setting up: creating $(VENV) with $(PYTHON)"; $(PYTHON) -m venv $(VENV); }
@@ -63,6 +63,11 @@ chromium:
 	  echo "installing chromium for the browser tests (apt-get)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium; }
+
+# The chaos suite's long version (2,000 tasks over 30 seats, on an embedded and an external
+# three-member cluster) and twenty fresh clusters started together; `make test` runs the short one.
+chaos: setup
+	@set -a && source $(DEV_ENV) && set +a && CREWLET_CHAOS=long $(PY) -m pytest -q -s tests/chaos tests/fleet/test_formation.py
 
 bench: setup
 	@set -a && source $(DEV_ENV) && set +a && for b in benchmarks/*.py; do $(PY) $$b || exit 1; done

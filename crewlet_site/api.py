@@ -15,6 +15,7 @@ from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 from a2a.errors import A2ARefused
 from crewlet_site.auth import TokenAuth
+from engine.queue.contract import QueueError
 from seats.errors import SeatRefused
 
 log = logging.getLogger("api")
@@ -75,6 +76,16 @@ def _http_error(request: HttpRequest, exc: HttpError):
 @api.exception_handler(SeatRefused)
 def _seat_refused(request: HttpRequest, exc: SeatRefused):
     return api.create_response(request, {"detail": exc.detail}, status=exc.status)
+
+
+@api.exception_handler(QueueError)
+def _not_taken(request: HttpRequest, exc: QueueError):
+    """The broker did not take a write (a stream between leaders, a link down): nothing was
+    accepted, so the caller is told to try again rather than shown an internal error."""
+    log.warning("api_queue_unavailable", extra={"path": request.path, "error": str(exc)})
+    response = api.create_response(request, {"detail": f"the event stream did not take it; try again ({exc})"}, status=503)
+    response["Retry-After"] = "1"
+    return response
 
 
 @api.exception_handler(A2ARefused)

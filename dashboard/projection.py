@@ -34,6 +34,7 @@ from dashboard.roster import Roster
 from dashboard.seatstate import TURN_COMPLETED, SeatView, budget_stops, tokens_of, windows_of_snapshot
 from dashboard.totals import WINDOW_MINUTES, Totals
 from engine.config import Company
+from engine.coord.contract import CoordError
 from engine.coord.leases import seat_key
 from engine.queue import topics
 from engine.queue.contract import StreamSubscription
@@ -205,6 +206,9 @@ class LiveProjection:
             snapshot = await seats.budgets(self.node)
         except SeatRefused as exc:
             log.debug("live_projection_budgets_unread", extra={"error": exc.detail})
+            return
+        except CoordError as exc:  # a store that did not answer (a cluster still electing): the meters' next report says it
+            log.warning("live_projection_budgets_unread", extra={"error": str(exc)})
             return
         changed = self._apply_budgets(windows_of_snapshot(snapshot), format_timestamp(datetime.now(timezone.utc)))
         if changed and self.started_at is not None:

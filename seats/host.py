@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
 from a2a import service as a2a
-from engine.coord.contract import CoordError
+from engine.coord.contract import CoordError, Unavailable
 from engine.coord.leases import Lease
 from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
@@ -64,6 +64,10 @@ from seats.turn import TurnRequest, TurnResult
 log = logging.getLogger("seats.host")
 
 STORE_RETRY_SECONDS = 1.0  # a store that did not answer is asked again after the NAK base spacing
+# A ledger record is asked again this long: a client fails over to another server of its URL
+# list within a reconnect or two (a second apart, each attempt 2 s), well inside the one-minute
+# ack window the delivery is held under meanwhile.
+LEDGER_RETRY_SECONDS = 15.0
 # turn_trigger_skipped's reason phrases, matched exactly by readers
 SKIP_WORKED = "already worked"
 SKIP_ANSWERED = "answered in its thread by a later turn"
@@ -366,8 +370,8 @@ class SeatHost:
 
     async def _record_worked(self, request: TurnRequest, answered: Any = ()) -> None:
         """Every constituent worked by this turn, and each waiting message of its thread it was
-        shown and answered. A ledger that does not answer is logged, not fatal: the ACK is what
-        settles the mail, the ledger covers an ACK that never lands."""
+        shown and answered. The ACK is what settles the mail, the ledger covers an ACK that never
+        lands (`_ledger_write` asks again while the client fails over)."""
         entries = [(str(e.id), "") for e in request.constituents] + [(str(i), "answered_in_thread") for i in answered]
         await self._ledger_write(request, entries)
 
@@ -384,12 +388,28 @@ class SeatHost:
         return Outcome.ACK
 
     async def _ledger_write(self, request: TurnRequest, entries: list[tuple[str, str]]) -> None:
-        results = await asyncio.gather(*(self.ledger.record_worked(self.handle, trigger_id, request.turn_id, reason=why)
-                                         for trigger_id, why in entries), return_exceptions=True)
+        """The ledger is what keeps a redelivery from being a second turn when the ACK never
+        lands -- and the ACK is lost in the same outage that silences the ledger (a broker member
+        gone under the connection) -- so a write the store did not answer is asked again while
+        the client fails over, for up to LEDGER_RETRY_SECONDS. One that still fails is logged,
+        not fatal: the ACK may yet land."""
+        results = await asyncio.gather(*(self._ledger_record(request, trigger_id, why) for trigger_id, why in entries),
+                                       return_exceptions=True)
         for (trigger_id, _), result in zip(entries, results, strict=True):
             if isinstance(result, Exception):
                 log.error("ledger_record_failed", extra={"seat": self.handle, "trigger_id": trigger_id,
                                                           "turn_id": request.turn_id, "error": str(result)})
+
+    async def _ledger_record(self, request: TurnRequest, trigger_id: str, why: str) -> None:
+        deadline = time.monotonic() + LEDGER_RETRY_SECONDS
+        while True:
+            try:
+                await self.ledger.record_worked(self.handle, trigger_id, request.turn_id, reason=why)
+                return
+            except Unavailable:
+                if time.monotonic() + STORE_RETRY_SECONDS > deadline:
+                    raise
+                await asyncio.sleep(STORE_RETRY_SECONDS)
 
     async def _failed(self, request: TurnRequest, exc: Exception) -> Outcome:
         """A turn that raised: `turn.guard_breach` (it died in its own frames), the seat's last

@@ -12,7 +12,8 @@ at `max_tokens` earns a continuation round; anything else ends the phase. The co
 opens with what the seat did earlier on the same conversation (`seats.memory`).
 
 At the top of every round, in order: the seat's lease (the fence: lost, the turn ends
-`interrupted` and its mail goes back to the seat's new owner), a person's stop, the guards
+`interrupted` and its mail goes back to the seat's new owner; asked once more after the last
+round, so a lease lost while it ran is no completed turn), a person's stop, the guards
 (`seats.guards`), the budget. After every round the tokens are charged. What it publishes:
 
     agent_turn_started      before the prompt is built, so a turn that died building it left a row
@@ -104,7 +105,8 @@ class TurnRequest:
     """One turn to run. `stop_requested` is checked before each round; it may return any truthy
     value, and one carrying `stopped_by`, `stopped_by_seat` or `reason` (attributes or keys)
     names who stopped the turn on its agent_turn_stopped. `fence` says whether this node still
-    holds the seat's lease, proven exclusive."""
+    holds the seat's lease, proven exclusive: it is asked at the top of every round, before each
+    tool call, and once more after the last round, before the turn's record is published."""
 
     seat: Seat
     company: Company
@@ -349,6 +351,11 @@ class _Turn:
             else:
                 messages = [system_message(system), *history, user_message(user)]
                 await self._rounds(phase, chain, messages, toolbox, guards)
+            if phase.outcome == "completed" and not req.fence():
+                # the lease went while the last round ran: a completed record now would be a second
+                # turn beside the new holder's, so it stands interrupted and the mail goes back
+                phase.end("interrupted", "this node lost the seat's lease while the turn's last round ran; the seat's "
+                                         "new owner runs the trigger", "fence")
             await self._flush()
             response = "".join(phase.texts)
             failed = phase.outcome in FAILED_OUTCOMES

@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable, NamedTuple
 
 from engine.coord.contract import CoordError, CoordStore
 from engine.coord.leases import LEASE_TTL_SECONDS
+from engine.queue.dial import Dial
 
 COORDINATION_TYPES = ("local", "embedded-kv")
 
@@ -61,29 +62,34 @@ def lease_ttl_seconds(node_config: Any) -> float:
     return float(ttl) if ttl else LEASE_TTL_SECONDS
 
 
+def stream_clustered(node_config: Any) -> bool:
+    """Whether the stream's broker has peers (a `stream.cluster`, or an external server): its
+    creates get a member's longer budgets (seed 002, "A clustered node is given longer")."""
+    stream = _field(node_config, "stream")
+    return _field(stream, "type") == "nats" or _field(stream, "cluster") is not None
+
+
 def stream_replicas(node_config: Any) -> int:
     """`stream.replicas`: one count covers the streams and the coordination buckets."""
     return int(_field(_field(node_config, "stream"), "replicas") or 1)
 
 
-async def open_coordination(node_config: Any, *, url: str | None = None, token: str | None = None,
+async def open_coordination(node_config: Any, *, dial: Dial | None = None,
                             clock: Callable[[], float] = time.time, node_id: str | None = None,
-                            reconnect_attempts: int = -1,
                             on_closed: Callable[[str], Awaitable[None] | None] | None = None) -> Coordination:
     """The node's records store and lease store (see the module docstring).
 
-    `url`/`token` are the stream's own broker, as the node's queue dials it; None only beside
-    the in-memory queue twin. `reconnect_attempts` bounds the KV connection's redials a second
-    apart (-1: for ever, as against an external server; the node's own member gets the
-    listeners' budget, as its queue connection does). `on_closed(reason)` hears when that
+    `dial` is how the node's queue dials the stream's own broker -- the same URL list, token,
+    credentials file and TLS, and the same reconnect bound (seed 002, "one connection, one
+    fate"); None only beside the in-memory queue twin. `on_closed(reason)` hears when that
     connection is closed for good."""
     kind = coordination_type(node_config)
     if kind not in COORDINATION_TYPES:
         raise CoordError(f"coordination.type: {kind!r} is not one of {', '.join(COORDINATION_TYPES)}")
-    if not url:
+    if dial is None:
         if kind == "embedded-kv":
             raise CoordError("coordination.type: embedded-kv rides the stream's own broker; "
-                             "open it with the broker's client URL (the stream is not up yet?)")
+                             "open it with the broker's dial (the stream is not up yet?)")
         from engine.coord.local import LocalCoord
 
         twin = LocalCoord(clock=clock)
@@ -91,9 +97,9 @@ async def open_coordination(node_config: Any, *, url: str | None = None, token: 
     from engine.coord.natskv import NatsKVCoord
 
     node_id = node_id or _field(_field(node_config, "node"), "id") or "node"
-    records = await NatsKVCoord.connect(url, token, name=f"crewlet-coord-{node_id}",
-                                        replicas=stream_replicas(node_config),
-                                        reconnect_attempts=reconnect_attempts, on_closed=on_closed)
+    records = await NatsKVCoord.connect(dial, name=f"crewlet-coord-{node_id}",
+                                        replicas=stream_replicas(node_config), clustered=stream_clustered(node_config),
+                                        on_closed=on_closed)
     if kind == "embedded-kv":
         return Coordination(records=records, leases=records)
     from engine.coord.local import LocalCoord

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import inspect
 import logging
 import re
@@ -50,12 +51,32 @@ from engine.coord.contract import (
     check_key,
     whole_seconds,
 )
+from engine.queue.dial import Dial
 
 log = logging.getLogger("coord.natskv")
 
 REQUEST_TIMEOUT_SECONDS = 2.0     # seed 002: an attempt gets 2 s; a node waiting longer is not renewing
-PROVISION_TIMEOUT_SECONDS = 30.0  # seed 002: 30 s per create on a solo node
 CONNECT_TIMEOUT_SECONDS = 30.0    # seed 002, "Listeners": the handshake budget to one's own member
+# Provisioning a bucket (seed 002, "A dropped stream or consumer lookup is asked again within
+# two seconds; a create after sixteen"): a member that is not the metadata leader drops a
+# lookup of an object still in flight without a word, so a lookup waits 1 s and is re-asked a
+# second later, for up to 30 s, then falls through to the create; the broker keeps a create's
+# reply until the object has a leader, so a create waits 15 s and is re-sent a second later,
+# inside 30 s solo and 2 minutes on a member with peers (a raft round trip, not a file set-up).
+LOOKUP_TIMEOUT_SECONDS = 1.0
+LOOKUP_RETRY_SECONDS = 1.0
+LOOKUP_BUDGET_SECONDS = 30.0
+CREATE_TIMEOUT_SECONDS = 15.0
+CREATE_RETRY_SECONDS = 1.0
+CREATE_BUDGET_SECONDS = 30.0
+CREATE_BUDGET_CLUSTERED_SECONDS = 120.0
+SLOW_AFTER_SECONDS = 10.0         # a bucket still being made after this writes one WARN naming it
+# A listing's temporary consumer is reaped this long after the pass lets go of it. The client's
+# default is five minutes, and since nats-server 2.15 a stream that names no consumer limit
+# holds 1,000: three nodes sweeping placement every 0.3 s filled crewlet_leases with passes
+# already read ("maximum consumers limit reached") and every listing failed from then on.
+PASS_CONSUMER_IDLE_SECONDS = 5.0
+BUCKET_MAX_CONSUMERS = 100_000    # explicit, for the same reason: far past what listings keep alive
 
 _SAFE = frozenset(string.ascii_letters + string.digits + "-_/")
 _ESCAPED = re.compile(r"(?:=[0-9A-F]{2})+")
@@ -100,13 +121,21 @@ class NatsKVCoord:
     """The store on one broker connection. `connect` dials and owns it; the constructor
     adopts a connection somebody else owns (and `close` then leaves it open)."""
 
+    # The provisioning budgets (see the module's constants); attributes so a test may shorten them.
+    lookup_timeout_seconds = LOOKUP_TIMEOUT_SECONDS
+    lookup_retry_seconds = LOOKUP_RETRY_SECONDS
+    lookup_budget_seconds = LOOKUP_BUDGET_SECONDS
+    create_timeout_seconds = CREATE_TIMEOUT_SECONDS
+    create_retry_seconds = CREATE_RETRY_SECONDS
+    slow_after_seconds = SLOW_AFTER_SECONDS
+
     def __init__(self, nc, *, timeout: float = REQUEST_TIMEOUT_SECONDS, replicas: int = 1,
-                 provision_timeout: float = PROVISION_TIMEOUT_SECONDS, owned: bool = False) -> None:
+                 clustered: bool = False, owned: bool = False) -> None:
         self._nc = nc
         self._js = nc.jetstream(timeout=timeout)
-        self._provision_js = nc.jetstream(timeout=provision_timeout)
         self._timeout = timeout
         self._replicas = replicas
+        self.create_budget_seconds = CREATE_BUDGET_CLUSTERED_SECONDS if clustered else CREATE_BUDGET_SECONDS
         self._owned = owned
         self._closed = False
         self._down = False  # between a disconnect and the reconnect that follows it
@@ -122,15 +151,23 @@ class NatsKVCoord:
         return LINK_UP
 
     @classmethod
-    async def connect(cls, url: str, token: str | None = None, *, name: str = "crewlet-coord",
+    async def connect(cls, dial: Dial | str, token: str | None = None, *, name: str = "crewlet-coord",
                       timeout: float = REQUEST_TIMEOUT_SECONDS, replicas: int = 1,
-                      connect_timeout: float = CONNECT_TIMEOUT_SECONDS, reconnect_attempts: int = -1,
+                      clustered: bool = False, reconnect_attempts: int | None = None,
                       on_closed: Callable[[str], Awaitable[None] | None] | None = None) -> "NatsKVCoord":
-        """Dial the broker, redialling a second apart: for ever by default (seed 002, "A broker
-        blip is not a node restart"), or `reconnect_attempts` times (the node's own member,
-        which is gone for good once the listeners' budget has passed). `on_closed(reason)`
-        hears when the client gives up for good: the coordination link is then lost, as the
-        queue's `on_closed_for_good` reports its own."""
+        """Dial the broker as `dial` says -- the same URL list, token, credentials file and TLS
+        the node's queue dials with -- redialling a second apart: for ever against an external
+        server (seed 002, "A broker blip is not a node restart"), or the dial's bound (the
+        node's own member, gone for good once the listeners' budget has passed). A bare URL
+        (and `token`) is a dial to the node's own member, with the listeners' handshake budget.
+        `on_closed(reason)` hears when the client gives up for good: the coordination link is
+        then lost, as the queue's `on_closed_for_good` reports its own. `clustered`: the
+        bucket creates get a member's longer budgets (2 minutes, not 30 s)."""
+        if isinstance(dial, str):
+            dial = Dial(dial, token=token, connect_timeout=CONNECT_TIMEOUT_SECONDS)
+        if reconnect_attempts is not None:
+            dial = dataclasses.replace(dial, max_reconnect_attempts=reconnect_attempts)
+        dial = dataclasses.replace(dial, name=name)
 
         made: list[NatsKVCoord] = []
 
@@ -140,8 +177,8 @@ class NatsKVCoord:
             error = made[0]._nc.last_error
             reason = ("coord: the NATS client closed the coordination connection for good "
                       f"({type(error).__name__ if error else 'no error'}"
-                      f"{': ' + str(error) if error and str(error) else ''})")
-            log.error("coord_connection_closed_for_good", extra={"reason": reason})
+                      f"{': ' + dial.scrub(str(error)) if error and str(error) else ''})")
+            log.error("coord_connection_closed_for_good", extra={"reason": reason, "server": dial.server})
             if on_closed is not None:
                 try:
                     result = on_closed(reason)
@@ -153,25 +190,26 @@ class NatsKVCoord:
         async def disconnected() -> None:
             if made and not made[0]._closed:
                 made[0]._down = True
-                log.warning("coord_disconnected")
+                log.warning("coord_disconnected", extra={"server": dial.server})
 
         async def reconnected() -> None:
             if made:
                 made[0]._down = False
-                log.info("coord_reconnected")
+                log.info("coord_reconnected", extra={"server": dial.server})
 
         async def errored(err: Exception) -> None:
-            log.warning("coord_connection_error", extra={"error": str(err) or type(err).__name__})
+            log.warning("coord_connection_error", extra={"server": dial.server,
+                                                         "error": dial.scrub(str(err) or type(err).__name__)})
 
+        options = dial.options(error_cb=errored, disconnected_cb=disconnected, reconnected_cb=reconnected,
+                               closed_cb=closed)
         try:
-            nc = await nats.connect(servers=url, token=token, name=name, allow_reconnect=True,
-                                    max_reconnect_attempts=reconnect_attempts, reconnect_time_wait=1,
-                                    connect_timeout=connect_timeout, closed_cb=closed,
-                                    disconnected_cb=disconnected, reconnected_cb=reconnected,
-                                    error_cb=errored)
+            nc = await nats.connect(**options)
         except _UNANSWERED + (nats.errors.Error,) as err:
-            raise Unavailable(f"the broker did not answer the dial: {type(err).__name__}") from err
-        made.append(cls(nc, timeout=timeout, replicas=replicas, owned=True))
+            raise Unavailable(f"the broker at {dial.server} did not answer the dial: {type(err).__name__}") from err
+        except Exception as err:  # a TLS refusal, a credentials file the client could not use
+            raise CoordError(f"could not connect to {dial.server}: {dial.scrub(str(err) or type(err).__name__)}") from err
+        made.append(cls(nc, timeout=timeout, replicas=replicas, owned=True, clustered=clustered))
         return made[0]
 
     async def ping(self, timeout: float) -> bool:
@@ -208,25 +246,82 @@ class NatsKVCoord:
     # -- the contract
 
     async def ensure_bucket(self, bucket: str, *, max_age: float | None = None) -> BucketInfo:
-        """Create the bucket's stream if it is missing; an existing one is adopted as found."""
+        """Create the bucket's stream if it is missing; an existing one is adopted as found,
+        unless it keeps fewer replicas than `stream.replicas` asks (refused, naming both
+        counts: seed 002, "Raising it on a fleet that already ran needs the existing objects
+        resized"). Three answers, not two: there, not there, and silence, which is asked again
+        (see the budgets above); Unavailable once a create has gone unanswered for its budget."""
         check_bucket(bucket)
         if max_age is not None and max_age <= 0:
             raise CoordError(f"bucket {bucket}: max_age {max_age!r} must be positive, or None")
-        stream = _stream(bucket)
-        with self._answers(bucket):
+        slow = asyncio.get_running_loop().call_later(self.slow_after_seconds, lambda: log.warning(
+            "coord_kv_bucket_slow", extra={"bucket": bucket, "elapsed_seconds": self.slow_after_seconds}))
+        try:
+            info = await self._lookup_bucket(bucket)
+            if info is None:
+                info = await self._create_bucket(bucket, max_age)
+        finally:
+            slow.cancel()
+        have = int(info.config.num_replicas or 1)
+        if have < self._replicas:
+            raise CoordError(
+                f"bucket {bucket} keeps {have} {'replica' if have == 1 else 'replicas'}, below the {self._replicas} "
+                f"stream.replicas asks: the leases, the fencing epochs and the company's records would be on fewer "
+                f"disks than the config claims. A booting node never rewrites what the fleet shares: resize it "
+                f"deliberately (nats stream update {_stream(bucket)} --replicas={self._replicas}), or set "
+                f"stream.replicas back to {have}")
+        return BucketInfo(name=bucket, max_age=info.config.max_age or None)
+
+    async def _lookup_bucket(self, bucket: str):
+        """The bucket's stream info; None when the broker says it is not there, or when nobody
+        said for the whole lookup budget (logged; the create then settles it either way)."""
+        js = self._nc.jetstream(timeout=self.lookup_timeout_seconds)
+        deadline = asyncio.get_running_loop().time() + self.lookup_budget_seconds
+        while True:
             try:
-                info = await self._provision_js.stream_info(stream)
-            except nats.js.errors.NotFoundError as err:
-                if err.err_code != _STREAM_NOT_FOUND:
+                with self._answers(bucket):
+                    return await js.stream_info(_stream(bucket))
+            except BucketNotFound:
+                return None
+            except Unavailable as exc:
+                if self._closed or self._nc.is_closed:
                     raise
-                try:
-                    info = await self._provision_js.add_stream(self._bucket_config(bucket, max_age))
-                except nats.js.errors.BadRequestError as lost:
-                    if lost.err_code != _STREAM_NAME_IN_USE:
-                        raise
-                    info = await self._provision_js.stream_info(stream)  # a peer made it first
-        found = info.config.max_age or None
-        return BucketInfo(name=bucket, max_age=found)
+                if asyncio.get_running_loop().time() + self.lookup_retry_seconds > deadline:
+                    log.warning("coord_kv_bucket_lookup_unanswered", extra={"bucket": bucket, "error": str(exc)})
+                    return None
+                await asyncio.sleep(self.lookup_retry_seconds)
+
+    async def _create_bucket(self, bucket: str, max_age: float | None):
+        """Create the bucket's stream, re-sending a create nobody answered; a peer that made it
+        first (under any config) counts as made, and is looked up."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.create_budget_seconds
+        config = self._bucket_config(bucket, max_age)
+        while True:
+            js = self._nc.jetstream(timeout=max(min(self.create_timeout_seconds, deadline - loop.time()), 0.5))
+            try:
+                with self._answers(bucket):
+                    try:
+                        return await js.add_stream(config)
+                    except nats.js.errors.BadRequestError as lost:
+                        if lost.err_code != _STREAM_NAME_IN_USE:
+                            raise
+                info = await self._lookup_bucket(bucket)  # a peer made it first
+                if info is not None:
+                    return info
+            except Unavailable:
+                if self._closed or self._nc.is_closed:
+                    raise
+                if loop.time() + self.create_retry_seconds >= deadline:
+                    raise Unavailable(f"{bucket}: the broker did not answer its create within "
+                                      f"{self.create_budget_seconds:g}s") from None
+            except CoordError as exc:
+                # Placement is retried for as long as the cluster answers "no suitable peers",
+                # inside the create's budget (seed 002): a member still joining will join.
+                if "no suitable peers" not in str(exc).lower() or loop.time() + self.create_retry_seconds >= deadline:
+                    raise
+                log.warning("coord_kv_bucket_placement_waiting", extra={"bucket": bucket, "detail": str(exc)})
+            await asyncio.sleep(self.create_retry_seconds)
 
     async def create(self, bucket: str, key: str, value: bytes, ttl: float | None = None) -> int:
         """Write only if the key holds no live value; return the new revision."""
@@ -314,7 +409,7 @@ class NatsKVCoord:
             name=_stream(bucket), subjects=[f"$KV.{bucket}.>"], max_msgs_per_subject=1,
             max_age=max_age, discard=api.DiscardPolicy.NEW, allow_rollup_hdrs=True,
             allow_msg_ttl=True, deny_delete=True, allow_direct=False, max_msgs=-1,
-            max_consumers=-1, num_replicas=self._replicas, storage=api.StorageType.FILE,
+            max_consumers=BUCKET_MAX_CONSUMERS, num_replicas=self._replicas, storage=api.StorageType.FILE,
             duplicate_window=min(120.0, max_age) if max_age else 120.0)
 
     async def _publish(self, bucket: str, subject: str, value: bytes, *, expected: int | None = None,
@@ -349,7 +444,7 @@ class NatsKVCoord:
         kv = KeyValue(name=bucket, stream=_stream(bucket), pre=f"$KV.{bucket}.", js=self._js, direct=False)
         live: set[str] = set()
         with self._answers(bucket):
-            watcher = await kv.watch(">", meta_only=True)
+            watcher = await kv.watch(">", meta_only=True, inactive_threshold=PASS_CONSUMER_IDLE_SECONDS)
             try:
                 while (entry := await watcher.updates(timeout=self._timeout)) is not None:
                     if entry.operation is None:

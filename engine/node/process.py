@@ -41,13 +41,14 @@ from django.conf import settings
 from dashboard.projection import LiveProjection
 from engine.config import Company, NodeConfig
 from engine.config.keyring import Keyring
-from engine.coord.contract import CoordStore
+from engine.coord.contract import CoordStore, Unavailable
 from engine.coord.dedupe import Dedupe
 from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import Lease, LeaseManager, presence_key
 from engine.node.applier import RevisionApplier
-from engine.node.errors import EXIT_FATAL, EXIT_OK, BootError
+from engine.node.bringup import BringUp
 from engine.node.links import LinkWatch
+from engine.node.errors import EXIT_FATAL, EXIT_OK, BootError
 from engine.node.probes import DRAINING, PREPARING, SERVING, STOPPED, NodeState
 from engine.node.services import Services, build_services
 from engine.node.watchdog import EXIT_WATCHDOG, Watchdog
@@ -145,6 +146,7 @@ class Node:
         self._stop_reason = ""
         self._cut = False
         self._tasks: list[asyncio.Task] = []
+        self.bring_up = BringUp(clustered=cfg.stream.clustered)  # the coordination steps' one budget
 
     # -- what the apps read (their Protocols of the node) ----------------------------------
     @property
@@ -278,11 +280,11 @@ class Node:
             await self._open_coordination()
             self.state.phase = PREPARING
             log.info("engine_recovered", extra={"node": self.node_id, "roles": ",".join(self.roles)})
-            await self._take_company()
-            await self._apply_active_revision()
+            await self.bring_up.step("the company revision", self._take_company)
+            await self.bring_up.step("the active revision", self._apply_active_revision)
             await self._ensure_work_queue()
             await self._close_interrupted_turns()
-            await self._take_presence()
+            await self.bring_up.step("the presence lease", self._take_presence)
         except BootError:
             raise
         except Exception as exc:  # a broker or store refusal: named, never a traceback
@@ -350,21 +352,17 @@ class Node:
         watched as the queue's is: closed for good, it stops the node (seed 002, "either one
         closing for good stops the node")."""
         from engine.coord.factory import open_coordination
+        from engine.queue.factory import dial_for
 
-        if self.broker is not None:
-            url, token = self.broker.client_url, self.broker.token
-            attempts = int(self.broker.listeners_timeout_seconds)  # its own member: gone that long is gone
-        else:
-            url, token, attempts = self.cfg.stream.url, self.cfg.stream.token, -1
-        try:
+        try:  # the queue's own dial: URL list, token, credentials and TLS alike (seed 002)
             self._coord, self._lease_store = await open_coordination(
-                self.cfg, url=url, token=token, node_id=self.node_id, reconnect_attempts=attempts,
+                self.cfg, dial=dial_for(self.cfg, self.broker), node_id=self.node_id,
                 on_closed=lambda reason: self._on_queue_fatal(EXIT_FATAL, f"coordination: {reason}"))
         except Exception as exc:
             raise BootError(f"coordination: {exc}") from None
         self.state.coordination_link = "up"
         self._leases = LeaseManager(self._lease_store, self.node_id, self.ttl, epochs=self._coord)
-        await self._leases.provision()
+        await self.bring_up.step("the lease buckets", self._leases.provision)
         self._dedupe = Dedupe(self._coord, node_id=self.node_id)
         self._pauses = PauseBook(self._coord)
         self._budgets = Budgets(self._coord)
@@ -479,6 +477,8 @@ class Node:
             try:
                 await self.placement.sweep_once()
                 self.state.seats = tuple(sorted(self.placement.held))
+            except Unavailable as exc:  # the store did not answer: the next sweep asks again
+                log.warning("seat_sweep_unanswered", extra={"error": str(exc)})
             except Exception:
                 log.exception("seat_sweep_failed")
             with contextlib.suppress(asyncio.TimeoutError):

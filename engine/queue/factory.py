@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Awaitable, Callable
 from engine.queue.broker import EXIT_BROKER_DIED, BrokerError, EmbeddedBroker
 from engine.queue.contract import EventQueue, QueueError, Tuning
 from engine.queue.jetstream import EXIT_CONNECTION_CLOSED, JetStreamQueue, Layout
-from engine.queue.jetstream_connection import Dial
+from engine.queue.dial import Dial
 from engine.queue.topics import EVENT_RETENTION_HOURS_DEFAULT
 
 if TYPE_CHECKING:  # Tier A is read, never imported at run time: engine.config reads engine.queue's limits
@@ -26,7 +26,7 @@ if TYPE_CHECKING:  # Tier A is read, never imported at run time: engine.config r
 
 OnFatal = Callable[[int, str], "Awaitable[None] | None"]
 
-__all__ = ["EXIT_BROKER_DIED", "EXIT_CONNECTION_CLOSED", "BrokerError", "EmbeddedBroker", "open_queue"]
+__all__ = ["EXIT_BROKER_DIED", "EXIT_CONNECTION_CLOSED", "BrokerError", "Dial", "EmbeddedBroker", "dial_for", "open_queue"]
 
 
 def _fatal(on_fatal: OnFatal | None, code: int) -> Callable[[str], Any] | None:
@@ -39,6 +39,21 @@ def _fatal(on_fatal: OnFatal | None, code: int) -> Callable[[str], Any] | None:
             await result
 
     return report
+
+
+def dial_for(cfg: "NodeConfig", broker: EmbeddedBroker | None) -> Dial:
+    """How every connection this node opens dials its broker -- the queue's and the coordination
+    store's alike (seed 002: "one connection, one fate"): its own embedded member's URL and
+    per-boot token, with the listeners' budget for the handshake and a member gone that long
+    gone for good; or `stream.url` with `stream.token`, `stream.credentials` and `stream.tls`,
+    2 s an attempt and redialled for ever."""
+    if broker is not None:
+        return Dial(broker.client_url, token=broker.token, connect_timeout=broker.listeners_timeout_seconds,
+                    max_reconnect_attempts=int(broker.listeners_timeout_seconds))
+    stream = cfg.stream
+    if not stream.url:
+        raise QueueError("stream.url: stream.type nats dials a NATS server; set its URL")
+    return Dial(stream.url, token=stream.token or None, user_credentials=stream.credentials or None, tls=stream.tls)
 
 
 async def open_queue(
@@ -58,12 +73,8 @@ async def open_queue(
         broker = EmbeddedBroker.from_config(cfg, on_death=_fatal(on_fatal, EXIT_BROKER_DIED))
         await broker.start()
         try:
-            # Its own member: the listeners' budget bounds the handshake, and a member gone for
-            # that long is a node restart (seed 002), never a peer's member instead.
-            dial = Dial(broker.client_url, token=broker.token, connect_timeout=broker.listeners_timeout_seconds,
-                        max_reconnect_attempts=int(broker.listeners_timeout_seconds))
             queue = await JetStreamQueue.connect(
-                dial, node_id=node_id, tuning=tuning,
+                dial_for(cfg, broker), node_id=node_id, tuning=tuning,
                 layout=Layout(event_retention_hours=retention, replicas=replicas, clustered=broker.cluster is not None),
                 on_closed_for_good=_fatal(on_fatal, EXIT_CONNECTION_CLOSED))
         except BaseException:
@@ -71,12 +82,8 @@ async def open_queue(
             raise
         return queue, broker
     if kind == "nats":
-        url = stream.url
-        if not url:
-            raise QueueError("stream.url: stream.type nats dials a NATS server; set its URL")
-        dial = Dial(url, token=stream.token or None, user_credentials=stream.credentials or None, tls=stream.tls)
         queue = await JetStreamQueue.connect(
-            dial, node_id=node_id, tuning=tuning,
+            dial_for(cfg, None), node_id=node_id, tuning=tuning,
             layout=Layout(event_retention_hours=retention, replicas=replicas, clustered=True),
             on_closed_for_good=_fatal(on_fatal, EXIT_CONNECTION_CLOSED))
         return queue, None

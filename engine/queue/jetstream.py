@@ -22,6 +22,7 @@ import contextlib
 import dataclasses
 import inspect
 import logging
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -72,6 +73,18 @@ class Layout:
     event_retention_hours: float = topics.EVENT_RETENTION_HOURS_DEFAULT
     replicas: int = 1
     clustered: bool = False
+    namespace: topics.Namespace = topics.ROOT_NAMESPACE  # a prefix only for a conformance run on a shared broker
+
+
+def _refusal(exc: Exception) -> bool:
+    """A server that answered and refused: a certificate it would not take, credentials it
+    does not admit (never a server that is merely not there yet)."""
+    if isinstance(exc, (nats.errors.AuthorizationError, nats.errors.SecureConnRequiredError,
+                        nats.errors.SecureConnWantedError)):
+        return True
+    if isinstance(exc, ssl.SSLError):
+        return not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+    return "authorization violation" in str(exc).lower()
 
 
 class JetStreamQueue:
@@ -88,6 +101,7 @@ class JetStreamQueue:
         self.tuning = tuning
         self.event_retention_hours = layout.event_retention_hours
         self.replicas = layout.replicas
+        self.ns = layout.namespace
         self.server = dial.server
         self.provisioner = Provisioner(self.nc, clustered=layout.clustered)
         self._on_closed_for_good = on_closed_for_good
@@ -102,6 +116,7 @@ class JetStreamQueue:
         self._publishable: set[str] = set()
         self._connected = False
         self._closing = False
+        self._refused: asyncio.Future | None = None
         self._heartbeat: asyncio.Task | None = None
         self.in_progress_sent = 0  # in-progress acknowledgements sent, one per message per beat
 
@@ -117,7 +132,7 @@ class JetStreamQueue:
         options = dial.options(error_cb=queue._on_error, disconnected_cb=queue._on_disconnected,
                                reconnected_cb=queue._on_reconnected, closed_cb=queue._on_closed)
         try:
-            await queue.nc.connect(**options)
+            await queue._dial(options)
         except Exception as exc:
             raise ConnectError(f"jetstream: could not connect to {dial.server}: "
                                f"{dial.scrub(str(exc) or type(exc).__name__)}") from None
@@ -132,17 +147,39 @@ class JetStreamQueue:
         log.debug("jetstream_connected", extra={"server": dial.server, "node": node_id})
         return queue
 
+    async def _dial(self, options: dict[str, Any]) -> None:
+        """Open the connection. The client redials a server that is not there for ever, but a
+        server that answers and refuses this node -- its certificate, its credentials -- is an
+        answer: the boot fails on it, naming it (seed 002, "A connection the client gives up
+        on is a node restart"), rather than waiting on a refusal that will not change."""
+        self._refused = asyncio.get_running_loop().create_future()
+        dialing = asyncio.ensure_future(self.nc.connect(**options))
+        await asyncio.wait({dialing, self._refused}, return_when=asyncio.FIRST_COMPLETED)
+        if dialing.done():
+            dialing.result()
+            return
+        dialing.cancel()
+        with contextlib.suppress(BaseException):
+            await dialing
+        with contextlib.suppress(Exception):
+            await self.nc.close()
+        raise self._refused.result()
+
     async def _provision_streams(self) -> None:
         """Refuse a server that holds this connection under 8 MiB, then create the engine's streams."""
         if self.nc.max_payload < MAX_PAYLOAD_BYTES:
             raise ConnectError(max_payload_refusal(self.server, self.nc.max_payload))
         for spec in topics.engine_streams(self.event_retention_hours):
+            spec = self.ns.spec(spec)
             await self.provisioner.ensure_stream(spec, self.replicas)
             self._streams_ready.add(spec.name)
 
     # The client's callbacks. Until the queue is handed out (`_connected`), a disconnect or a
     # close is the dial's own failure, which `connect` reports.
     async def _on_error(self, exc: Exception) -> None:
+        if not self._connected and _refusal(exc) and self._refused is not None and not self._refused.done():
+            self._refused.set_result(ConnectError(f"jetstream: {self.server} refused this node: "
+                                                  f"{self.dial.scrub(str(exc) or type(exc).__name__)}"))
         log.warning("jetstream_connection_error", extra={"server": self.server, "error": self.dial.scrub(str(exc) or type(exc).__name__)})
 
     async def _on_disconnected(self) -> None:
@@ -193,6 +230,7 @@ class JetStreamQueue:
                 spec = topics.stream_for_pattern(topic, self.event_retention_hours)
             else:
                 spec = topics.stream_for(topic, self.event_retention_hours)
+            spec = self.ns.spec(spec)  # as laid out on the broker
             if len(self._specs) < 100_000:  # a topic's stream never changes; bounded all the same
                 self._specs[topic] = spec
         return spec
@@ -219,7 +257,7 @@ class JetStreamQueue:
         await self._stream_of(topic)
         headers = {"Nats-Msg-Id": dedupe_id} if dedupe_id else None
         try:
-            ack = await self.js.publish(topic, stamped.to_json(), timeout=self.publish_timeout_seconds, headers=headers)
+            ack = await self.js.publish(self.ns.subject(topic), stamped.to_json(), timeout=self.publish_timeout_seconds, headers=headers)
         except nats.js.errors.APIError as exc:
             raise QueueError(f"jetstream: publish to {topic}: {exc.description}", code=exc.err_code) from None
         except nats.errors.MaxPayloadError:
@@ -228,8 +266,10 @@ class JetStreamQueue:
         except (TimeoutError, nats.errors.TimeoutError):
             raise QueueError(f"jetstream: publish to {topic} was not acknowledged within "
                              f"{self.publish_timeout_seconds:g}s") from None
-        except nats.errors.NoRespondersError:
-            self._streams_ready.discard(self._spec(topic).name)  # deleted under us: provision again next time
+        except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
+            # No stream took it: deleted under us (provision again next time), or a replicated
+            # stream between leaders. Nothing was accepted; the caller may try again.
+            self._streams_ready.discard(self._spec(topic).name)
             raise QueueError(f"jetstream: publish to {topic}: no stream answered") from None
         if ack.duplicate:
             log.info("publish_duplicate", extra={"topic": topic, "dedupe_id": dedupe_id})
@@ -270,6 +310,7 @@ class JetStreamQueue:
         stream = await self._stream_of(topic)
         config = mailbox_config(topic, group, ack_wait_seconds=self.tuning.ack_wait_seconds,
                                 max_deliveries=self.tuning.max_deliveries)
+        config["filter_subject"] = self.ns.subject(topic)  # the metadata keeps the caller's own pair
         await self.provisioner.ensure_consumer(stream, config)
 
     async def list_subscriptions(self, pattern: str) -> list[tuple[str, str]]:
@@ -278,7 +319,7 @@ class JetStreamQueue:
         own name; another is logged as `jetstream_subscription_unnamed` and left out."""
         topics.validate_pattern(pattern)
         found: set[tuple[str, str]] = set()
-        for stream in await self.provisioner.stream_names("CREWLET_"):
+        for stream in await self.provisioner.stream_names(self.ns.stream("CREWLET_")):
             for info in await self.provisioner.consumers(stream):
                 config = info.get("config") or {}
                 name = config.get("durable_name")

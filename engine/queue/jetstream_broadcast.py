@@ -45,13 +45,13 @@ class StreamTap(BufferedTap):
             "deliver_subject": inbox,
             "deliver_policy": "new",        # a live feed, not a replay of a month of history
             "ack_policy": "none",           # a dashboard can never hold a message
-            "filter_subject": self.pattern,
+            "filter_subject": self._queue.ns.subject(self.pattern),
             "replay_policy": "instant",
             "inactive_threshold": int(self._queue.tuning.stream_inactive_seconds * 1_000_000_000),
             "mem_storage": True,
             "num_replicas": 1,
         }
-        subject = f"$JS.API.CONSUMER.CREATE.{self._stream}.{self._consumer}.{self.pattern}"
+        subject = f"$JS.API.CONSUMER.CREATE.{self._stream}.{self._consumer}.{self._queue.ns.subject(self.pattern)}"
         try:
             await self._queue.provisioner.create(subject, {"stream_name": self._stream, "config": config, "action": "create"},
                                                  f"create stream consumer on {self.pattern}", "jetstream_consumer_slow",

@@ -41,6 +41,7 @@ from engine.queue.contract import (
     Handler,
     OptionsSource,
     Outcome,
+    QueueError,
     partition,
     read_options,
 )
@@ -244,7 +245,12 @@ class Attachment:
         elif status == "503":
             # No responder for the pull: the consumer (or its stream) is gone, or a cluster
             # is electing its leader. Ask which before trying again.
-            info = await self.queue.provisioner.consumer_info(self.stream, self.consumer)
+            try:
+                info = await self.queue.provisioner.consumer_info(self.stream, self.consumer)
+            except QueueError as exc:  # "JetStream system temporarily unavailable", silence: ask again later
+                log.info("jetstream_pull_unavailable", extra={"topic": self.topic, "group": self.group, "error": str(exc)})
+                await asyncio.sleep(CONSUMER_GONE_RECHECK_SECONDS)
+                return
             if info is None:
                 log.info("jetstream_subscription_deleted", extra={"topic": self.topic, "group": self.group})
                 self.queue.forget(self)
@@ -285,11 +291,12 @@ class Attachment:
         try:
             event = Event.from_json(msg.data)
         except EventDecodeError as exc:
-            log.error("delivery_undecodable", extra={"topic": msg.subject, "group": self.group, "error": str(exc)})
+            log.error("delivery_undecodable", extra={"topic": self.queue.ns.logical(msg.subject), "group": self.group,
+                                                     "error": str(exc)})
             await self.dead_letter(msg, deliveries, "undecodable")
             return None
         left = max(self.queue.tuning.max_deliveries - deliveries, 0)
-        return Delivery(event=event, topic=msg.subject, deliveries=deliveries, deliveries_left=left)
+        return Delivery(event=event, topic=self.queue.ns.logical(msg.subject), deliveries=deliveries, deliveries_left=left)
 
     async def settle(self, msgs: list[Msg], outcome: Outcome) -> None:
         if outcome is Outcome.ACK:
@@ -325,13 +332,13 @@ class Attachment:
         letter's own redelivery is only terminated: dead-lettering it again would start a loop."""
         self._held.pop(id(msg), None)
         fields = {"topic": self.topic, "group": self.group, "deliveries": deliveries, "reason": reason}
-        if topics.namespace_of(msg.subject) == topics.DLQ_ROOT:
+        if topics.namespace_of(self.queue.ns.logical(msg.subject)) == topics.DLQ_ROOT:
             log.error("dead_letter_terminated", extra={**fields, "subject": msg.subject})
             await msg.term()
             return
         subject = topics.dlq_subject(self.topic, self.group)
         try:
-            await self.queue.js.publish(subject, msg.data, timeout=self.queue.publish_timeout_seconds, headers={
+            await self.queue.js.publish(self.queue.ns.subject(subject), msg.data, timeout=self.queue.publish_timeout_seconds, headers={
                 "Crewlet-Topic": self.topic, "Crewlet-Group": self.group,
                 "Crewlet-Deliveries": str(deliveries), "Crewlet-Reason": reason})
         except Exception:

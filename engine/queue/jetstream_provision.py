@@ -46,6 +46,11 @@ _SILENCE = (asyncio.TimeoutError, nats.errors.TimeoutError, nats.errors.NoRespon
             nats.errors.ConnectionReconnectingError, nats.errors.StaleConnectionError)
 
 
+def no_suitable_peers(description: str) -> bool:
+    """The cluster's answer while it has fewer members than the replicas asked for."""
+    return "no suitable peers" in (description or "").lower()
+
+
 class ApiError(QueueError):
     """The broker answered a JetStream API request with an error; `code` is its error code."""
 
@@ -118,6 +123,7 @@ class Provisioner:
     async def create(self, subject: str, payload: dict, what: str, slow: str, **fields: Any) -> dict:
         """The created (or identical, already there) object's info; ApiError for a refusal."""
         deadline = time.monotonic() + self.create_budget_seconds
+        waited_for_peers = False
         async with self._slow(slow, **fields):
             while True:
                 left = deadline - time.monotonic()
@@ -126,7 +132,16 @@ class Provisioner:
                 except _SILENCE:
                     if time.monotonic() + self.create_retry_seconds >= deadline:
                         raise Unanswered(f"jetstream: {what}: no answer within {self.create_budget_seconds:g}s") from None
-                    await asyncio.sleep(self.create_retry_seconds)
+                except ApiError as exc:
+                    # Seed 002: "placement retries for as long as the cluster answers 'no
+                    # suitable peers', inside the per-create provisioning budget" -- a member
+                    # that has not joined yet is not a member that never will.
+                    if not no_suitable_peers(exc.description) or time.monotonic() + self.create_retry_seconds >= deadline:
+                        raise
+                    if not waited_for_peers:
+                        log.warning("jetstream_placement_waiting", extra={**fields, "detail": exc.description})
+                        waited_for_peers = True
+                await asyncio.sleep(self.create_retry_seconds)
 
     # -- streams ----------------------------------------------------------------------------
     async def ensure_stream(self, spec: topics.StreamSpec, replicas: int = 1) -> None:
@@ -151,6 +166,17 @@ class Provisioner:
                 if info is None:
                     raise
         current = info.get("config", {})
+        have = int(current.get("num_replicas") or 1)
+        if have < wanted["num_replicas"]:
+            # Seed 002, "Raising it on a fleet that already ran needs the existing objects
+            # resized": a shared stream's configuration has one writer, never the node that
+            # booted last, and an acknowledged publish would prove fewer copies than promised.
+            raise QueueError(
+                f"jetstream: stream {spec.name} keeps {have} {'replica' if have == 1 else 'replicas'}, below the "
+                f"{wanted['num_replicas']} stream.replicas asks: an acknowledged publish would be proving fewer copies "
+                f"than the config promises. A booting node never rewrites what the fleet shares: resize it deliberately "
+                f"(nats stream update {spec.name} --replicas={wanted['num_replicas']}, and each KV_crewlet_* bucket the "
+                f"same way), or set stream.replicas back to {have}")
         if current.get("retention") != wanted["retention"]:
             log.warning("jetstream_stream_retention_differs", extra={
                 **fields, "retention": current.get("retention"), "wanted": wanted["retention"]})

@@ -228,6 +228,46 @@ def stream_for_pattern(pattern: str, event_retention_hours: float = EVENT_RETENT
     return stream_for(probe, event_retention_hours)
 
 
+# -- where the subjects live on a broker -----------------------------------------------
+@dataclass(frozen=True)
+class Namespace:
+    """Where the engine's subjects and streams sit on a broker. A node's namespace is the root:
+    every subject and stream name as above. A conformance run on an operator's own deployment
+    (`crewlet_conformance`) sets `prefix`, so its streams and subjects cannot meet a fleet's:
+    `crewlet.agent.ada.inbox` travels as `{prefix}.crewlet.agent.ada.inbox` on the stream
+    `{PREFIX}_CREWLET_AGENT`. Callers keep using the names above; only the JetStream backend
+    translates, at the wire."""
+
+    prefix: str = ""
+
+    def __post_init__(self) -> None:
+        if self.prefix and not _TOKEN.match(self.prefix):
+            raise TopicError(f"namespace prefix {self.prefix!r} must be one subject token (letters, digits, '_', '-')")
+
+    def subject(self, subject: str) -> str:
+        """The subject (or pattern) as it travels on the broker."""
+        return f"{self.prefix}.{subject}" if self.prefix else subject
+
+    def logical(self, wire: str) -> str:
+        """The subject a caller named, from the one on the broker."""
+        head = f"{self.prefix}."
+        return wire[len(head):] if self.prefix and wire.startswith(head) else wire
+
+    def stream(self, name: str) -> str:
+        """A stream's (or a stream-name prefix's) name on the broker."""
+        return f"{_UNSAFE.sub('_', self.prefix).upper()}_{name}" if self.prefix else name
+
+    def spec(self, spec: StreamSpec) -> StreamSpec:
+        """`spec` as it is laid out on the broker: its name and subjects in this namespace."""
+        if not self.prefix:
+            return spec
+        return StreamSpec(self.stream(spec.name), tuple(self.subject(s) for s in spec.subjects), spec.retention,
+                          spec.max_age_seconds, spec.max_msgs_per_subject, spec.work_queue)
+
+
+ROOT_NAMESPACE = Namespace()
+
+
 # -- grammar ----------------------------------------------------------------------------
 def validate_subject(subject: str) -> str:
     """A concrete subject: dot-separated, non-empty tokens, no wildcards."""

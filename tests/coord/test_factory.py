@@ -10,6 +10,7 @@ from engine.coord.contract import CoordError, CoordStore
 from engine.coord.factory import lease_ttl_seconds, open_coordination
 from engine.coord.local import LocalCoord
 from engine.coord.natskv import NatsKVCoord
+from engine.queue.dial import Dial
 from tests.coord.conftest import broker
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,7 +38,7 @@ async def test_beside_the_memory_queue_twin_both_are_the_in_process_twin():
 
 
 async def test_local_keeps_the_records_on_the_broker_and_only_the_leases_in_process(server):
-    coordination = await open_coordination(_config("local"), url=server.client_url, token=server.token)
+    coordination = await open_coordination(_config("local"), dial=Dial(server.client_url, token=server.token))
     try:
         assert isinstance(coordination.records, NatsKVCoord)
         assert isinstance(coordination.leases, LocalCoord)
@@ -50,7 +51,7 @@ async def test_local_keeps_the_records_on_the_broker_and_only_the_leases_in_proc
 
 
 async def test_the_default_type_is_local_with_the_records_on_the_broker(server):
-    coordination = await open_coordination(SimpleNamespace(), url=server.client_url, token=server.token)
+    coordination = await open_coordination(SimpleNamespace(), dial=Dial(server.client_url, token=server.token))
     try:
         assert isinstance(coordination.records, NatsKVCoord) and isinstance(coordination.leases, LocalCoord)
     finally:
@@ -58,8 +59,7 @@ async def test_the_default_type_is_local_with_the_records_on_the_broker(server):
 
 
 async def test_embedded_kv_puts_the_leases_on_the_same_kv(server):
-    coordination = await open_coordination(_config("embedded-kv", replicas=1), url=server.client_url,
-                                           token=server.token)
+    coordination = await open_coordination(_config("embedded-kv", replicas=1), dial=Dial(server.client_url, token=server.token))
     try:
         assert isinstance(coordination.records, NatsKVCoord) and coordination.leases is coordination.records
         assert coordination.records.link == "up"

@@ -2,6 +2,8 @@
 NATS KV client lays one out, with no direct get so no read is answered by a lagging replica."""
 from __future__ import annotations
 
+import asyncio
+
 import nats
 import pytest
 
@@ -123,3 +125,25 @@ async def test_closing_the_store_is_not_reported_as_a_loss(server):
     store = await NatsKVCoord.connect(server.client_url, server.token, on_closed=reasons.append)
     await store.close()
     assert store.link == "closed" and reasons == []
+
+
+async def test_a_listings_temporary_consumer_is_reaped_soon_after_its_pass(server):
+    # Every listing is a pass over a temporary consumer; the client's own default keeps one for
+    # five minutes, and a bucket holds a bounded number: a fleet listing leases several times a
+    # second filled crewlet_leases until every listing failed ("maximum consumers limit reached").
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    nc = await nats.connect(server.client_url, token=server.token)
+    try:
+        await store.ensure_bucket("crewlet_passes")
+        await store.create("crewlet_passes", "seat:alice", b"v")
+        for _ in range(20):
+            assert await store.keys("crewlet_passes") == ["seat:alice"]
+        js = nc.jetstream()
+        assert (await js.stream_info("KV_crewlet_passes")).config.max_consumers >= 100_000
+        deadline = asyncio.get_running_loop().time() + 30
+        while (await js.stream_info("KV_crewlet_passes")).state.consumer_count:
+            assert asyncio.get_running_loop().time() < deadline, "the passes' consumers outlived them"
+            await asyncio.sleep(0.5)
+    finally:
+        await nc.close()
+        await store.close()

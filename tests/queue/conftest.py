@@ -9,12 +9,20 @@ setting), never by skipping the rule.
 timers on a `VirtualClock` the case moves by hand, so the whole default spacing and the
 60 s ack window run exactly and in milliseconds, and the real broker in real seconds, where
 a case watches as much of a default timing as a test can afford to wait.
+
+A third backend, `external`, is an operator's own NATS deployment: `manage.py
+crewlet_conformance --url ...` sets CREWLET_CONFORMANCE_URL (and the dial's other settings)
+and runs the cases that take `backend` against it alone. Each case gets streams and subjects
+of its own under a prefix (`topics.Namespace`), deleted when it ends, so a run never meets a
+fleet's streams nor another case's.
 """
 from __future__ import annotations
 
 import abc
 import asyncio
 import contextlib
+import itertools
+import os
 import time
 from pathlib import Path
 from typing import AsyncIterator
@@ -134,7 +142,8 @@ class JetStreamBackend(Backend):
     async def in_flight(self, client, topic: str, group: str) -> int:
         from engine.queue import topics
 
-        info = await client.provisioner.consumer_info(topics.stream_for(topic).name, topics.durable_name(topic, group))
+        stream = client.ns.spec(topics.stream_for(topic)).name  # as laid out on the broker (a prefix, for an external one)
+        info = await client.provisioner.consumer_info(stream, topics.durable_name(topic, group))
         return int((info or {}).get("num_ack_pending", 0))
 
     async def close(self) -> None:
@@ -143,10 +152,85 @@ class JetStreamBackend(Backend):
             await self.broker.stop()
 
 
-@pytest.fixture(params=["memory", "jetstream"])
+EXTERNAL_ENV = "CREWLET_CONFORMANCE_URL"  # set by crewlet_conformance: certify that deployment alone
+_cases = itertools.count(1)
+
+
+def external_dial():
+    """The operator's deployment as crewlet_conformance names it (the same Dial a node uses)."""
+    from engine.queue.dial import Dial
+
+    env = os.environ
+    tls = {k: env.get(f"CREWLET_CONFORMANCE_TLS_{k.upper()}") for k in ("ca", "cert", "key")}
+    return Dial(env[EXTERNAL_ENV], token=env.get("CREWLET_CONFORMANCE_TOKEN") or None,
+                user_credentials=env.get("CREWLET_CONFORMANCE_CREDENTIALS") or None,
+                tls=tls if any(tls.values()) else None, name="crewlet-conformance", max_reconnect_attempts=3)
+
+
+async def delete_streams(dial, stream_prefix: str) -> int:
+    """Delete every stream whose name starts with `stream_prefix`; how many were deleted."""
+    import nats
+
+    async def quiet(*_):
+        return None
+
+    nc = await nats.connect(**dial.options(error_cb=quiet, disconnected_cb=quiet, reconnected_cb=quiet, closed_cb=quiet))
+    try:
+        js = nc.jetstream(timeout=15)
+        names = [n for n in await js.streams_info() if n.config.name.startswith(stream_prefix)]
+        for info in names:
+            await js.delete_stream(info.config.name)
+        return len(names)
+    finally:
+        await nc.close()
+
+
+class ExternalBackend(JetStreamBackend):
+    """Clients on an operator's deployment, in a namespace of this case's own."""
+
+    name = "external"
+
+    def __init__(self, tuning: Tuning) -> None:
+        from engine.queue import topics
+
+        Backend.__init__(self, tuning)
+        self.broker = None
+        self.dial = external_dial()
+        base = os.environ.get("CREWLET_CONFORMANCE_PREFIX", "conformance")
+        self.namespace = topics.Namespace(f"{base}_{next(_cases)}")
+        self.replicas = int(os.environ.get("CREWLET_CONFORMANCE_REPLICAS", "1"))
+
+    async def client(self, node_id: str = "node-a", tuning: Tuning | None = None) -> EventQueue:
+        import dataclasses
+
+        from engine.queue.jetstream import JetStreamQueue, Layout
+
+        c = await JetStreamQueue.connect(dataclasses.replace(self.dial, name=f"crewlet-conformance-{node_id}"),
+                                         node_id=node_id, tuning=tuning or self.tuning,
+                                         layout=Layout(replicas=self.replicas, clustered=True, namespace=self.namespace))
+        self.clients.append(c)
+        return c
+
+    async def close(self) -> None:
+        await Backend.close(self)
+        await delete_streams(self.dial, self.namespace.stream(""))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Against an operator's deployment, only the cases every backend runs (those taking `backend`)."""
+    if not os.environ.get(EXTERNAL_ENV):
+        return
+    kept = [item for item in items if "backend" in getattr(item, "fixturenames", ())]
+    config.hook.pytest_deselected(items=[item for item in items if item not in kept])
+    items[:] = kept
+
+
+@pytest.fixture(params=["external"] if os.environ.get(EXTERNAL_ENV) else ["memory", "jetstream"])
 async def backend(request, tmp_path) -> AsyncIterator[Backend]:
     if request.param == "memory":
         b: Backend = MemoryBackend(FAST)
+    elif request.param == "external":
+        b = ExternalBackend(FAST)
     else:
         b = JetStreamBackend(FAST, tmp_path / "stream")
         await b.start()
@@ -197,3 +281,30 @@ async def memory_backend() -> AsyncIterator[MemoryBackend]:
 async def queue(backend) -> EventQueue:
     """One client: the common case."""
     return await backend.client("node-a")
+
+
+def pytest_sessionstart(session):
+    """Against an operator's deployment, dial it once first: one clear refusal rather than
+    every case failing on the same unreachable server."""
+    if not os.environ.get(EXTERNAL_ENV):
+        return
+    import asyncio
+
+    dial = external_dial()
+    try:
+        asyncio.run(delete_streams(dial, "\x00never"))  # a dial, a listing, nothing deleted
+    except Exception as exc:
+        pytest.exit(f"could not reach {dial.server}: {dial.scrub(str(exc) or type(exc).__name__)}", returncode=3)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Leave nothing behind: any stream of this run's prefix a case could not delete."""
+    if not os.environ.get(EXTERNAL_ENV):
+        return
+    import asyncio
+
+    from engine.queue import topics
+
+    with contextlib.suppress(Exception):
+        base = topics.Namespace(os.environ.get("CREWLET_CONFORMANCE_PREFIX", "conformance"))
+        asyncio.run(delete_streams(external_dial(), base.stream("")))

@@ -315,3 +315,34 @@ async def test_a_cancelled_turn_whose_end_cannot_be_published_still_lets_the_can
     running.cancel()
     with pytest.raises(asyncio.CancelledError):
         await running
+
+
+async def test_a_node_that_lost_the_seat_mid_turn_stops_before_its_next_round_and_records_it_interrupted():
+    # a reply cut at max_tokens earns a continuation round; the lease is lost during the first
+    company = company_of([{"name": "demo", "kind": "scripted", "reply": "word " * 40}])
+    asked = []
+
+    def fence() -> bool:
+        asked.append(True)
+        return len(asked) == 1
+
+    published = Published()
+    result = await TurnEngine(node_id="node-a", publish=published, max_tokens=10).run(
+        request_for(company, slack_message(), fence=fence))
+    assert (result.outcome, result.error_kind, result.rounds) == ("interrupted", "fence", 1)
+    # on the record as interrupted, never completed: the seat's holder works the mail once
+    assert published.one("agent_turn_completed").get("outcome") == "interrupted"
+
+
+async def test_a_lease_lost_while_the_last_round_ran_is_no_completed_turn():
+    company, published = company_of([SCRIPTED]), Published()
+    asked = []
+
+    def fence() -> bool:  # exclusive at the round's top, gone by the time it answered
+        asked.append(True)
+        return len(asked) == 1
+
+    result = await TurnEngine(node_id="node-a", publish=published).run(request_for(company, slack_message(), fence=fence))
+    assert (result.outcome, result.error_kind, result.rounds) == ("interrupted", "fence", 1)
+    assert published.one("agent_turn_completed").get("outcome") == "interrupted"
+    assert not result.shown_waiting  # nothing it was shown is settled as answered

@@ -20,7 +20,7 @@ from django.core.management.base import BaseCommand
 
 from engine.config.tokens import refuses_admin
 from engine.node import EXIT_CONFIG, EXIT_FATAL, Node, NodeTimings, logconfig
-from engine.node.roles import RoleError, parse_roles
+from engine.node.roles import RoleError, check_listener, parse_roles
 
 log = logging.getLogger("engine.node")
 
@@ -149,6 +149,10 @@ class Command(BaseCommand):
         port = opts["api_port"] if opts["api_port"] is not None else cfg.api.port
         if not 0 <= port <= 65535:
             return self.fail(f"--api-port: expected an integer from 0 to 65535, got {port}", EXIT_CONFIG)
+        try:
+            check_listener(roles, port, cfg.api.public.port if cfg.api.public is not None else None)
+        except RoleError as exc:
+            return self.fail(str(exc), EXIT_CONFIG)
 
         from engine.node.server import ListenerError, bind, serve
 

@@ -1,0 +1,153 @@
+"""How this node dials a NATS server: where, and with what (seed 002, "An external NATS
+server": `stream.url`, `stream.credentials`, `stream.token`, `stream.tls`).
+
+One `Dial` serves every connection a node opens -- the queue's and the coordination store's
+alike -- so TLS and credentials reach both (seed 002: "The coordination KV rides this same
+connection on purpose -- one connection, one fate"). It lives apart from the JetStream backend
+so the coordination store may use it without naming a queue backend (the import rule).
+
+- stream.tls and the credentials file are opened before the dial, and a file that cannot be
+  is named by its field: left to the client it surfaces as a dial error that reads exactly
+  like an unreachable broker.
+- A server is named by scheme, host and port alone: a URL's userinfo is never repeated.
+"""
+from __future__ import annotations
+
+import contextlib
+import ssl
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+from urllib.parse import urlsplit
+
+from engine.queue.contract import QueueError
+
+
+CONNECT_TIMEOUT_SECONDS = 2.0   # seed 002: each attempt (dial, TLS, handshake) gets 2 s
+RECONNECT_WAIT_SECONDS = 1.0
+
+
+class ConnectError(QueueError):
+    """A connection could not be made, or refused the server it reached."""
+
+
+@dataclass(frozen=True)
+class Dial:
+    """Where the broker is and how to sign in: Tier A `stream.url`, `token`, `credentials` and
+    `tls` (an embedded member's own URL and per-boot token), the client's name, and how long an
+    attempt and how many reconnects (-1: for ever) the connection gets."""
+
+    url: str
+    token: str | None = None
+    user_credentials: str | None = None
+    tls: Any = None
+    name: str | None = None
+    connect_timeout: float = CONNECT_TIMEOUT_SECONDS
+    max_reconnect_attempts: int = -1
+
+    @property
+    def server(self) -> str:
+        """The server(s) as a log line may name them: no userinfo."""
+        return redact_url(self.url)
+
+    def scrub(self, text: str) -> str:
+        """`text` without this dial's userinfo or token."""
+        return scrub(text, self.url, self.token)
+
+    def options(self, *, error_cb: Callable[[Exception], Awaitable[None]], disconnected_cb: Callable[[], Awaitable[None]],
+                reconnected_cb: Callable[[], Awaitable[None]], closed_cb: Callable[[], Awaitable[None]]) -> dict[str, Any]:
+        """nats-py's connect options: the files checked and the TLS context built first, so a file
+        that cannot be opened is named by its field rather than reported as an unreachable broker."""
+        if self.user_credentials:
+            check_file("stream.credentials", self.user_credentials)
+        context = tls_context(self.tls)
+        options: dict[str, Any] = dict(
+            servers=[s.strip() for s in self.url.split(",") if s.strip()],
+            name=self.name,
+            allow_reconnect=True,
+            max_reconnect_attempts=self.max_reconnect_attempts,
+            reconnect_time_wait=RECONNECT_WAIT_SECONDS,
+            connect_timeout=self.connect_timeout,
+            error_cb=error_cb,
+            disconnected_cb=disconnected_cb,
+            reconnected_cb=reconnected_cb,
+            closed_cb=closed_cb,
+            # The servers named, and no others: a cluster member's peers are not this node's.
+            dont_randomize=True,
+        )
+        if self.token:
+            options["token"] = self.token
+        if self.user_credentials:
+            options["user_credentials"] = self.user_credentials
+        if context is not None:
+            options["tls"] = context
+        return options
+
+
+def redact_url(url: str) -> str:
+    """Each server of a URL list by scheme, host and port alone, never its userinfo."""
+    out = []
+    for part in (url or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        try:
+            parsed = urlsplit(part if "://" in part else f"nats://{part}")
+            host = parsed.hostname or ""
+            port = f":{parsed.port}" if parsed.port else ""
+            out.append(f"{parsed.scheme}://{host}{port}" if host else "an address that does not parse")
+        except ValueError:
+            out.append("an address that does not parse")
+    return ",".join(out) or "an address that does not parse"
+
+
+def _field(tls: Any, name: str) -> str | None:
+    if tls is None:
+        return None
+    value = tls.get(name) if isinstance(tls, dict) else getattr(tls, name, None)
+    return str(value) if value else None
+
+
+def check_file(field: str, path: str) -> None:
+    try:
+        with open(path, "rb"):
+            pass
+    except OSError as exc:
+        raise ConnectError(f"{field} {path}: {(exc.strerror or str(exc)).lower()}") from None
+
+
+def tls_context(tls: Any) -> ssl.SSLContext | None:
+    """The dial's TLS from `stream.tls` (ca, cert, key), each file opened first and named by
+    its field when it cannot be. No switch skips verification (seed 002)."""
+    ca, cert, key = _field(tls, "ca"), _field(tls, "cert"), _field(tls, "key")
+    if not (ca or cert or key):
+        return None
+    for name, path in (("ca", ca), ("cert", cert), ("key", key)):
+        if path:
+            check_file(f"stream.tls.{name}", path)
+    if bool(cert) != bool(key):
+        missing = "key" if cert else "cert"
+        raise ConnectError(f"stream.tls.{missing}: a client certificate needs both cert and key, or neither")
+    try:
+        context = ssl.create_default_context(cafile=ca) if ca else ssl.create_default_context()
+    except ssl.SSLError as exc:
+        raise ConnectError(f"stream.tls.ca {ca}: {exc.reason or exc}") from None
+    if cert and key:
+        try:
+            context.load_cert_chain(cert, key)
+        except ssl.SSLError as exc:
+            raise ConnectError(f"stream.tls.cert {cert}: {exc.reason or exc} (with stream.tls.key {key})") from None
+    return context
+
+
+def scrub(text: str, url: str, token: str | None) -> str:
+    """text without any userinfo of url, nor the token."""
+    for part in (url or "").split(","):
+        with contextlib.suppress(ValueError):
+            parsed = urlsplit(part.strip())
+            if parsed.username:
+                text = text.replace(parsed.username, "[redacted]")
+            if parsed.password:
+                text = text.replace(parsed.password, "[redacted]")
+    if token:
+        text = text.replace(token, "[redacted]")
+    return text
