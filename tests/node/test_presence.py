@@ -12,11 +12,16 @@ the entry is given back, the node's keeper takes it again with a larger fencing 
 /ready is 200 again, with no restart.
 
 Under the default `coordination.type: local` the lease lives in the node's own process, where
-nothing outside it can take it and a renew after a stall finds it still the node's own."""
+nothing outside it can take it and a renew after a stall finds it still the node's own.
+
+The second case is the loss the keeper reports by itself: the store silent past the lease's
+exclusive window."""
 from __future__ import annotations
 
 import asyncio
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -95,6 +100,37 @@ def test_a_presence_lease_taken_from_a_node_is_taken_again_and_ready_follows(nod
         after = json.loads(asyncio.run(_entry(fleet, key)).value)
         assert after["holder"] == "node-1" and after["epoch"] == retaken["epoch"] > before["epoch"]
         assert after["data"] == before["data"]  # the roster reads the same roles and labels
+    finally:
+        node.stop()
+        fleet.stop()
+
+
+def test_a_presence_lease_lost_to_a_silent_store_is_taken_again_when_it_answers(nodes, tmp_path):
+    """The loss the keeper reports on its own: the fleet's server SIGSTOPped (its sockets left
+    open, as a stalled host leaves them) past the lease's exclusive window (ttl - ttl/3, 30 s),
+    so the node's renews go unanswered and it stops counting on the lease; once the server
+    answers again the node takes the lease back, with no restart."""
+    fleet = ExternalNats(tmp_path / "nats").start()
+    node = nodes("node-1")
+    key = presence_key("node-1")
+    try:
+        node.start(stream=fleet.stream_block(), coordination="embedded-kv")
+        node.wait_ready()
+        before = json.loads(asyncio.run(_entry(fleet, key)).value)
+
+        os.kill(fleet.proc.pid, signal.SIGSTOP)
+        try:
+            eventually(lambda: _lines(node, "presence_lease_lost"), 45 + KEEPER_STEP + SLACK,
+                       "the node to give up its presence lease on a silent store", node)
+            status, body = _ready(node)
+            assert status == 503 and body["reason"] in ("broker_link_down", "coordination_link_down"), body
+            assert node.probe("/health")[0] == 200
+        finally:
+            os.kill(fleet.proc.pid, signal.SIGCONT)
+        eventually(lambda: _ready(node)[0] == 200, KEEPER_STEP + SLACK, "/ready to come back once the store answers", node)
+        [retaken] = _lines(node, "presence_lease_retaken")
+        after = json.loads(asyncio.run(_entry(fleet, key)).value)
+        assert after["holder"] == "node-1" and after["epoch"] == retaken["epoch"] > before["epoch"]
     finally:
         node.stop()
         fleet.stop()
