@@ -7,7 +7,8 @@ Real node processes on JetStream, with the product's ack window: a minute, which
 acknowledgements keep from running out under a live turn, so a killed node's in-flight trigger
 comes back a minute after its last heartbeat at most (issue: "a crashed turn is re-run within
 two minutes of its seat being taken again"). A restarted node takes its own seats back at once,
-so the restart case runs the product's lease TTL and sweep. A second node waits out the killed
+so the restart case runs the product's lease TTL and sweep: with no coordination block (the
+default, `local` leases; three tasks, the kill in the first turn) and on `embedded-kv`. A second node waits out the killed
 node's leases: that case runs with them shortened (3 s, 0.3 s) in `make test`, and at the
 defaults (45 s, 5 s) as a long run (`make test-long`). Each trigger is counted through the
 events REST API of every node that ran: exactly one completed turn per published trigger,
@@ -94,13 +95,15 @@ def _running_trigger(node: NodeProcess, done: Counter) -> str | None:
     return None
 
 
-def _kill_mid_turn(node: NodeProcess, tasks: list[str]) -> str:
-    """SIGKILL the node while one of `tasks` is mid-turn, after at least one completed."""
+def _kill_mid_turn(node: NodeProcess, tasks: list[str], after: int = 1) -> str:
+    """SIGKILL the node while one of `tasks` is mid-turn: with none completed yet when `after`
+    is 0 (the first turn), after at least one otherwise."""
     def mid_turn():
         done = _completions([node])
-        return sum(done[t] for t in tasks) >= 1 and _running_trigger(node, done)
+        count = sum(done[t] for t in tasks)
+        return (count >= 1 if after else count == 0) and _running_trigger(node, done)
 
-    trigger = eventually(mid_turn, 60, "a turn to be running after one completed", node)
+    trigger = eventually(mid_turn, 60, f"a turn to be running after {after} completed", node)
     node.signal(signal.SIGKILL)
     node.wait_exit()
     return trigger
@@ -128,15 +131,21 @@ def _every_task_worked_once(nodes: list[NodeProcess], tasks: list[str]) -> Count
     return done
 
 
-def test_a_node_killed_mid_turn_and_restarted_finishes_every_task_once(tmp_path):
+@pytest.mark.parametrize(("coordination", "count", "after"), [
+    pytest.param(None, 3, 0, id="defaults-three-tasks-killed-in-the-first"),  # no coordination block: local leases
+    pytest.param("embedded-kv", TASKS, 1, id="embedded-kv"),
+])
+def test_a_node_killed_mid_turn_and_restarted_finishes_every_task_once(tmp_path, coordination, count, after):
     node = NodeProcess(home=tmp_path / "node-1", node_id="node-1")
     try:
-        node.start(company=COMPANY, coordination="embedded-kv")
+        node.start(company=COMPANY, coordination=coordination)
         node.wait_ready()
-        tasks = [_assign(node, f"task {i}") for i in range(TASKS)]
-        killed = _kill_mid_turn(node, tasks)
+        tasks = [_assign(node, f"task {i}") for i in range(count)]
+        killed = _kill_mid_turn(node, tasks, after)
+        if not after:
+            assert killed == tasks[0]  # the first task's turn was the one cut short
         restarted = time.monotonic()
-        node.start(company=COMPANY, coordination="embedded-kv")
+        node.start(company=COMPANY, coordination=coordination)
         node.wait_ready()
         tasks.append(_assign(node, "after the restart"))
         _rerun_within_two_minutes([node], killed, restarted)
