@@ -245,7 +245,9 @@ def fill(path: Path, rows: int) -> float:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     sql = INSERT_EVENT_SQL.replace("%s", "?")
-    t0 = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    # The newest row a minute ago: every row inside the history's horizon (events.retention),
+    # which the Event log's query reads within.
+    t0 = datetime.now(timezone.utc) - timedelta(minutes=1, microseconds=rows * 20)
     batch = []
     for i in range(rows):
         template = templates[0 if i % 10 < 5 else 1 if i % 10 < 8 else 2 if i % 10 < 9 else 3]

@@ -14,8 +14,8 @@ same) and load from separate client processes on loopback, in one run:
   (c) nothing lost: every accepted delivery becomes exactly one outcome in the event store --
       a wake (external_notification) or a notification_skipped -- counted by delivery id
       (the mix: 80% address an agent, 10% a human seat, 10% a login no seat matches).
-It runs the node as wired, and -- while crewlet_site/asgi.py does not mount it -- once more
-with the ASGI webhook layer (notify.asgi.WebhookEdge) in front of Django.
+The node serves the webhook routes through the ASGI layer crewlet_site/asgi.py mounts
+(notify.asgi.WebhookEdge, in front of Django).
 Targets: 500 signed deliveries per second or more, p99 under 100 ms.
 """
 from __future__ import annotations
@@ -38,7 +38,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from tests.node.harness import READER, NodeProcess, eventually, node_config  # noqa: E402
-from tests.notify.http import LayeredNode  # noqa: E402
 
 SECRET = "bench-github-secret-0123456789"
 CLIENTS = 4          # client processes
@@ -69,15 +68,6 @@ class BenchNode(NodeProcess):
         path = self.home / "crewlet.yaml"
         path.write_text(node_config(self.home, self.node_id, self.port, **config).replace("level: debug", "level: info"))
         return path
-
-
-class MountedBenchNode(BenchNode, LayeredNode):
-    """The same, with the ASGI webhook layer mounted as the line proposed for crewlet_site/asgi.py would."""
-
-
-def edge_wired() -> bool:
-    """Whether crewlet_site/asgi.py already mounts the ASGI webhook layer."""
-    return "WebhookEdge" in (ROOT / "crewlet_site" / "asgi.py").read_text()
 
 
 # -- requests ----------------------------------------------------------------------------------
@@ -205,10 +195,10 @@ def outcomes(node: NodeProcess, accepted: set[str]) -> dict[str, int]:
     return counts
 
 
-def measure(mounted: bool, total: int, seconds: int) -> dict:
+def measure(total: int, seconds: int) -> dict:
     """One node, one set of figures (see the module docstring)."""
     with tempfile.TemporaryDirectory(prefix="crewlet-bench-webhooks-") as tmp:
-        node = (MountedBenchNode if mounted else BenchNode)(home=Path(tmp) / "node-1")
+        node = BenchNode(home=Path(tmp) / "node-1")
         node.start("--roles", "data,ingress,workers", company=COMPANY, env={"GITHUB_WEBHOOK_SECRET": SECRET})
         try:
             node.wait_ready()
@@ -278,12 +268,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="fewer requests, for a smoke run")
     args = parser.parse_args()
     total, seconds = (1500, 4) if args.quick else (5000, 8)
-    wired = edge_wired()
-    report(f"As wired ({'ASGI webhook layer' if wired else 'through Django and the ninja route'}):",
-           measure(False, total, seconds), total, seconds)
-    if not wired:
-        report("With the ASGI webhook layer mounted (the line proposed for crewlet_site/asgi.py):",
-               measure(True, total, seconds), total, seconds)
+    report("Through the ASGI webhook layer crewlet_site/asgi.py mounts:", measure(total, seconds), total, seconds)
 
 
 if __name__ == "__main__":
