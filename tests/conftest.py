@@ -43,3 +43,18 @@ def pytest_collection_modifyitems(config, items):
     if long:
         config.hook.pytest_deselected(items=long)
         items[:] = [item for item in items if item.get_closest_marker("long") is None]
+
+
+# -- connections left in asgiref's sync thread ---------------------------------------------------
+# `sync_to_async` runs every thread-sensitive call of a test without an outer `async_to_sync` on
+# one process-wide thread, so a database connection a test's store read opened there outlives the
+# test (pytest-django closes the main thread's only). Channels' consumers ask that thread to close
+# old connections on every message, which touches a connection left there and, in a test without
+# database access, refuses. Each test closes what it left on that thread.
+@pytest.fixture(autouse=True)
+def _close_connections_left_in_the_sync_thread():
+    yield
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
