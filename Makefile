@@ -44,8 +44,10 @@ migrate: setup
 run: migrate
 	@set -a && source $(DEV_ENV) && set +a && exec $(PY) manage.py crewlet_node --config $(CONFIG) --company $(COMPANY)
 
+# Four workers, a test file to each: the suite mostly waits on real processes (nodes, brokers,
+# Chromium), so four share two cores; a file keeps its module fixtures on one worker.
 test: setup chromium lint
-	@set -a && source $(DEV_ENV) && set +a && $(PY) -m pytest -q
+	@set -a && source $(DEV_ENV) && set +a && $(PY) -m pytest -q -n 4 --dist loadfile
 
 # The cases marked `long`: the product's default timings where they are too slow for `make test`
 # (leases lapsing at 45 s, the ack window at 60 s, after a SIGKILL). About ten minutes.

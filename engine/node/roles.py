@@ -3,8 +3,10 @@ ingress, workers, and the combinations a process may run.
 
 - `data` holds the company's durable state: this node's event log (the event store writer).
 - `seats` runs the agents; without `data` it is stateless, which is allowed.
-- `ingress` serves webhooks, the REST API and the dashboard, whose reads are this node's
-  event store: it needs `data` ("ingress and workers need it").
+- `ingress` serves webhooks, the REST API and the dashboard. Its history reads are asked of
+  every live node (seed 000, "Reading the fleet's history": the question travels, not the data)
+  and its own events are kept by a data node (custody), so it runs without `data`: the issue's
+  ingress-only edge in front of a fleet.
 - `workers` runs the singleton duties, which write the company's records: it needs `data`.
 
 Every role prepares its own store (the node migrates it at boot, whatever the roles).
@@ -15,7 +17,6 @@ ROLES = ("data", "seats", "ingress", "workers")
 
 # What each role needs beside it, and why (the refusal's words).
 NEEDS = {
-    "ingress": ("data", "it serves the dashboard and the REST reads from this node's own event store"),
     "workers": ("data", "the singleton duties keep the company's records in this node's own store"),
 }
 

@@ -438,7 +438,7 @@ class EmbeddedBroker:
                         self._route_urls = list(data.get("cluster") or [])
                         log.debug("embedded_broker_listening", extra={"server": self.server_name, "url": self._client_url})
                         return
-            self._raise_if_exited()
+            await self._raise_if_exited()
             if time.monotonic() > deadline:
                 log.error("embedded_broker_listeners_timeout", extra={"server": self.server_name})
                 raise BrokerError(f"embedded nats server {self.server_name} opened no listeners within "
@@ -454,7 +454,7 @@ class EmbeddedBroker:
         nc = None
         try:
             while True:
-                self._raise_if_exited()
+                await self._raise_if_exited()
                 try:
                     if nc is None:
                         nc = await asyncio.wait_for(  # bounded: see consumer_count
@@ -491,12 +491,15 @@ class EmbeddedBroker:
                 task.cancel()
         if event.is_set():
             return True
-        self._raise_if_exited()
+        await self._raise_if_exited()
         return False
 
-    def _raise_if_exited(self) -> None:
+    async def _raise_if_exited(self) -> None:
         if self._proc is None or self._proc.returncode is None:
             return
+        if self._reader is not None:  # its last lines (the fatal one) may still be in the pipe
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(asyncio.shield(self._reader), 2)
         raise BrokerError(self._death_reason(during_boot=True))
 
     def _death_reason(self, during_boot: bool) -> str:

@@ -1,6 +1,6 @@
 """Roles as separate processes (seed 002, "Running the Engine + API", "Separate processes"):
-`ingress` and `workers` need `data` beside them and are refused by name without it; `seats`
-alone is a stateless node; each node prepares its own store. A split fleet -- an ingress node
+`workers` needs `data` beside it and is refused by name without it; `seats` or `ingress`
+alone is a stateless node (reads travel to every live node, a data node keeps the events); each node prepares its own store. A split fleet -- an ingress node
 and a seats node on one broker -- carries a task taken by one to a turn on the other."""
 from __future__ import annotations
 
@@ -29,7 +29,7 @@ org:
 """
 
 
-@pytest.mark.parametrize("roles", ["data", "seats", "data,seats", "data,ingress", "data,workers", "data,seats,workers",
+@pytest.mark.parametrize("roles", ["data", "seats", "ingress", "seats,ingress", "data,seats", "data,ingress", "data,workers", "data,seats,workers",
                                    "seats,data,ingress,workers"])
 def test_the_combinations_the_seed_allows_are_taken(roles):
     assert set(parse_roles(roles)) == set(roles.split(","))
@@ -39,8 +39,8 @@ def test_no_flag_runs_every_role():
     assert parse_roles(None) == ROLES
 
 
-@pytest.mark.parametrize("roles, lacking", [("ingress", "ingress needs data"), ("workers", "workers needs data"),
-                                            ("seats,ingress", "ingress needs data"), ("seats,workers", "workers needs data")])
+@pytest.mark.parametrize("roles, lacking", [("workers", "workers needs data"), ("seats,workers", "workers needs data"),
+                                            ("ingress,workers", "workers needs data")])
 def test_a_role_without_data_beside_it_is_refused_naming_the_flag_and_the_fix(roles, lacking):
     with pytest.raises(RoleError) as refused:
         parse_roles(roles)
@@ -54,12 +54,12 @@ def test_an_ingress_node_with_a_public_listener_and_no_api_port_is_refused_by_fi
     check_listener(("data", "seats"), 0, 8443)  # a seats node's public port is its bridge's own
 
 
-def test_a_node_started_with_ingress_alone_exits_2_naming_what_it_lacks(nodes):
+def test_a_node_started_with_workers_alone_exits_2_naming_what_it_lacks(nodes):
     node = nodes("node-i")
-    run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(node.write()), "--roles", "ingress"],
+    run = subprocess.run([sys.executable, "manage.py", "crewlet_node", "--config", str(node.write()), "--roles", "workers"],
                          cwd=ROOT, env=clean_env(), capture_output=True, text=True, timeout=60)
     assert run.returncode == 2
-    assert "--roles: ingress needs data" in run.stderr and "Traceback" not in run.stderr
+    assert "--roles: workers needs data" in run.stderr and "Traceback" not in run.stderr
     assert not (node.home / "company.db").exists()  # refused before anything was opened
 
 

@@ -144,12 +144,15 @@ class NodeProcess:
             return None
 
     def wait_ready(self, timeout: float = 60.0) -> dict:
+        """/health's body once /ready is 200 (both asked again while a loaded host is slow to answer)."""
         def ready():
             answer = self.probe("/ready")
-            return answer is not None and answer[0] == 200
+            if answer is None or answer[0] != 200:
+                return None
+            health = self.probe("/health")
+            return health[1] if health is not None and health[1] else None
 
-        eventually(ready, timeout, f"{self.node_id} to be ready", self)
-        return self.probe("/health")[1]
+        return eventually(ready, timeout, f"{self.node_id} to be ready", self)
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
