@@ -41,7 +41,6 @@ import contextlib
 import logging
 import time
 import uuid
-from collections import deque
 from datetime import datetime, timezone
 from typing import Any, Callable, Protocol
 
@@ -120,7 +119,6 @@ class SeatHost:
         self.provider_down = False
         self.stopping = False
         self.turns_run = 0
-        self.overhead_ms: deque[float] = deque(maxlen=10_000)  # dispatch time beside the turn itself
         self._busy = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -203,7 +201,6 @@ class SeatHost:
                 self._idle.set()
 
     async def _dispatch(self, batch: Batch) -> Outcome:
-        began = time.perf_counter()
         company = self.node.company
         seat = company.seat_by_handle(self.handle) if company is not None else None
         refused = await self._refuse(company, seat)
@@ -223,7 +220,6 @@ class SeatHost:
         trigger, constituents = await self._trigger(fresh, batch.key, turn_id, company)
         request = TurnRequest(seat=seat, company=company, trigger=trigger, constituents=constituents,
                               turn_id=turn_id, stop_requested=self._stop_requested, fence=self._fence)
-        waited = time.perf_counter()
         async with self.gate:  # waiting here keeps the delivery: nothing is handed back
             # A hold that landed while this delivery was read, merged or waiting for a slot (a
             # pause, a lost lease): deferred now, it keeps its place at the head and no turn runs.
@@ -232,7 +228,6 @@ class SeatHost:
             refused = await self._refuse(now_serving, now_serving.seat_by_handle(self.handle) if now_serving is not None else None)
             if refused is not None:
                 return refused
-            started = time.perf_counter()
             self.running = {"turn_id": turn_id, "trigger_id": str(trigger.id), "started_at": _now_iso(),
                             "trigger_ids": [str(e.id) for e in constituents]}
             log.info("seat_turn_started", extra={"seat": self.handle, "turn_id": turn_id,
@@ -245,7 +240,6 @@ class SeatHost:
                 return await self._failed(request, exc)
             finally:
                 self.running = None
-                in_turn = time.perf_counter() - started
         # From here the turn has happened: finish recording it even if the host is detached now,
         # so a peer that takes the seat finds it in the ledger instead of running it again.
         settling = asyncio.ensure_future(self._settle(request, result))
@@ -255,7 +249,6 @@ class SeatHost:
             with contextlib.suppress(Exception):
                 await settling
             raise
-        self.overhead_ms.append((time.perf_counter() - began - in_turn - (started - waited)) * 1000)
         return outcome
 
     async def _refuse(self, company: Any, seat: Any) -> Outcome | None:

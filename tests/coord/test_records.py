@@ -7,7 +7,7 @@ import pytest
 from engine import revisions
 from engine.config import parse_company
 from engine.config.keyring import Keyring
-from engine.coord.contract import Unavailable
+from engine.coord.contract import CoordError, Unavailable
 from engine.coord.dedupe import Dedupe
 from engine.coord.ledger import LEDGER_HORIZON_SECONDS, CompletionLedger
 from tests.queue.waiting import eventually
@@ -32,6 +32,32 @@ async def test_the_first_turn_to_record_a_trigger_stands(backend):
     again = await ledger.record_worked("alice", "t1", "turn-2")
     assert again.turn_id == "turn-1"
     assert (await ledger.worked("alice", "t1")).turn_id == "turn-1"
+
+
+async def test_a_record_without_a_reason_reads_as_worked_by_running_and_keeps_a_given_one(backend):
+    ledger = CompletionLedger(await backend.store())
+    ran = await ledger.record_worked("alice", "t1", "turn-1")
+    assert ran.reason == "" and (await ledger.worked("alice", "t1")).reason == ""
+    assert isinstance(ran.worked_at, float)  # the store's own stamp of the record
+    await ledger.record_worked("alice", "t2", "turn-2", reason="abandoned")
+    assert (await ledger.worked("alice", "t2")).reason == "abandoned"
+
+
+@pytest.mark.parametrize("handle", ["", "a:b"])
+async def test_a_handle_that_could_collide_in_the_key_is_refused_naming_it(backend, handle):
+    ledger = CompletionLedger(await backend.store())
+    with pytest.raises(CoordError, match=f"ledger handle {handle!r}"):
+        await ledger.record_worked(handle, "t1", "turn-1")
+    with pytest.raises(CoordError, match="ledger trigger id"):
+        await ledger.worked("alice", "")
+
+
+async def test_a_ledger_reports_the_age_of_the_bucket_already_there(backend):
+    first = CompletionLedger(await backend.store("node-a"), horizon=3600)
+    await first.provision()
+    later = CompletionLedger(await backend.store("node-b"), horizon=7200)  # a node booted with another setting
+    await later.provision()
+    assert later.horizon == 3600
 
 
 async def test_the_ledger_keeps_a_week_by_default(backend):
@@ -59,6 +85,24 @@ async def test_the_first_claim_wins_on_every_node(backend):
     assert not await here.claim("webhook", "gh-delivery-1", ttl=600)
     assert await there.claim("custody", "gh-delivery-1", ttl=600)  # namespaces are apart
     assert await there.claim("webhook", "gh-delivery-2", ttl=600)
+
+
+async def test_the_first_claims_note_and_node_are_read_back_on_another_node(backend):
+    here = Dedupe(await backend.store("node-a"), node_id="node-a")
+    there = Dedupe(await backend.store("node-b"), node_id="node-b")
+    assert await here.claim("webhook", "body-1", ttl=600, note={"delivery_id": "d-1"})
+    assert not await there.claim("webhook", "body-1", ttl=600, note={"delivery_id": "d-2"})
+    assert await there.holder("webhook", "body-1") == {"delivery_id": "d-1", "node": "node-a"}
+    assert await there.holder("webhook", "body-2") is None  # never claimed
+
+
+@pytest.mark.parametrize("namespace", ["", "web:hook"])
+async def test_a_dedupe_namespace_that_could_collide_in_the_key_is_refused_naming_it(backend, namespace):
+    dedupe = Dedupe(await backend.store())
+    with pytest.raises(CoordError, match=f"dedupe namespace {namespace!r}"):
+        await dedupe.claim(namespace, "k", ttl=600)
+    with pytest.raises(CoordError, match="dedupe key in webhook"):
+        await dedupe.claim("webhook", "", ttl=600)
 
 
 async def test_a_dedupe_slot_is_free_again_after_its_ttl(backend):

@@ -81,7 +81,7 @@ async def test_a_repeated_dedupe_id_is_delivered_once(queue):
     await queue.publish(INBOX, probe("first"), dedupe_id="wake-1")
     await queue.publish(INBOX, probe("repeat"), dedupe_id="wake-1")
     await queue.publish(INBOX, probe("other"), dedupe_id="wake-2")
-    assert await queue.pending(INBOX, GROUP) == 2
+    await eventually(lambda: _pending(queue, 2), message="the two distinct ids were not pending")
     seen = Recorder()
     await queue.subscribe(INBOX, GROUP, seen)
     await eventually(lambda: len(seen.deliveries) == 2)

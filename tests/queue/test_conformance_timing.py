@@ -75,7 +75,7 @@ async def test_a_failure_comes_back_after_one_second_doubling_to_thirty_then_dea
     await timed.elapse(10 * 60)
     await throughout(lambda: len(seen.deliveries) == BUDGET, window=0.2, message="delivered past the budget")
     assert seen.deliveries[-1].deliveries_left == 0
-    assert await queue.pending(INBOX, GROUP) == 0
+    await eventually(lambda: _pending(queue, INBOX, GROUP, 0), message="the dead-lettered message stayed pending")
     dead = Recorder()
     await queue.subscribe(topics.dlq_subject(INBOX, GROUP), "operator", dead)
     await eventually(lambda: dead.deliveries)
