@@ -22,6 +22,8 @@ re-subscribing. Per partition the handler:
                                 the conversation runs first meanwhile
        budget_exhausted      -> park, DEFER
        interrupted           -> DEFER: the lease went to another node, which runs it
+       a turn that raised `queue.Unreachable` (the node's broker did not take one of its own
+       events) -> NAK, nothing recorded: the node's infrastructure failed, not the mail
        anything else -- a guard breach, a model that declined, a provider that refused the
        call, a turn that raised (`turn.guard_breach` first) -> ABANDONED (seed 000,
        turn_trigger_skipped: "a trigger whose turn was ABANDONED rather than redelivered ...
@@ -49,7 +51,7 @@ from engine.coord.contract import CoordError, Unavailable
 from engine.coord.leases import Lease
 from engine.coord.ledger import CompletionLedger
 from engine.queue import topics
-from engine.queue.contract import Batch, BatchOptions, Delivery, EventQueue, Outcome, QueueError
+from engine.queue.contract import Batch, BatchOptions, Delivery, EventQueue, Outcome, QueueError, Unreachable
 from events.envelope import Event, EventData, new
 from events.tracing import TraceContext, event_trace, new_span_id, trace_of
 from events.types.notification import TurnTriggerSkipped
@@ -236,6 +238,8 @@ class SeatHost:
                 result = await self.turns.run(request)
             except CoordError as exc:  # the budget store did not answer: the node's fault, not the mail's
                 return self._store_down(exc)
+            except Unreachable as exc:  # the node's broker did not take the turn's own record: nor the mail's
+                return self._broker_down(request, exc)
             except Exception as exc:
                 return await self._failed(request, exc)
             finally:
@@ -417,6 +421,19 @@ class SeatHost:
             **self._seat_fields(), turn_id=request.turn_id, conversation_key=_identity(request.trigger),
             guard="turn_error", detail=detail), request.trigger))
         return await self._abandon(request, ABANDONED["raised"], detail)
+
+    def _broker_down(self, request: TurnRequest, exc: Exception) -> Outcome:
+        """A turn that raised because the node's own broker did not take one of its events (a
+        member gone under the connection, a publish unacknowledged while the client fails over):
+        nothing is recorded and the mail is NAKed, so it runs again once the broker answers, with
+        the NAK's spacing -- the failure is the node's infrastructure, not the message's, and
+        abandoning it would drop acknowledged mail. A turn's own error is still abandoned."""
+        detail = f"{type(exc).__name__}: {exc}"[:500]
+        log.warning("seat_turn_broker_unavailable", extra={"seat": self.handle, "turn_id": request.turn_id,
+                                                           "trigger_ids": ",".join(str(e.id) for e in request.constituents),
+                                                           "error": detail})
+        self.last_error = {"turn_id": request.turn_id, "at": _now_iso(), "outcome": "failed", "error": detail}
+        return Outcome.NAK
 
     def _fence(self) -> bool:
         """Whether this node may still act for the seat: its lease held and proven exclusive."""

@@ -34,7 +34,8 @@ round, so a lease lost while it ran is no completed turn), a person's stop, the 
 The turn's span (`agent.turn`) is a child of the trigger's span, restored from the trigger's
 envelope, and every event carries trace_of() of the span that emitted it. A provider failure, a
 tool failure and a guard are outcomes; an exception raised by the turn's own code propagates
-(the host abandons the turn), as does `Unavailable` from the budget store (the host defers).
+(the host abandons the turn), as do `Unavailable` from the budget store (the host defers) and
+`queue.Unreachable` from a publish the node's broker did not take (the host NAKs).
 """
 from __future__ import annotations
 

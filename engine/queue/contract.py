@@ -69,6 +69,13 @@ class QueueError(Exception):
         super().__init__(f"queue: {message}")
 
 
+class Unreachable(QueueError):
+    """The broker did not take the call -- it was silent past the call's time, no stream
+    answered, or the connection was gone or reconnecting -- so nothing says what was asked is
+    wrong: asked again once the client has failed over, it may well succeed. A caller holding
+    mail hands it back (NAK) rather than settling it on this failure."""
+
+
 class SubscriptionError(QueueError):
     """A verb addressed a subscription that does not exist or is not attached here."""
 

@@ -48,6 +48,7 @@ from engine.queue.contract import (
     StreamSubscription,
     SubscriptionError,
     Tuning,
+    Unreachable,
 )
 from engine.queue.jetstream_broadcast import StreamTap
 from engine.queue.jetstream_connection import ConnectError, Dial, NatsClient, max_payload_refusal, scrub
@@ -258,19 +259,26 @@ class JetStreamQueue:
         headers = {"Nats-Msg-Id": dedupe_id} if dedupe_id else None
         try:
             ack = await self.js.publish(self.ns.subject(topic), stamped.to_json(), timeout=self.publish_timeout_seconds, headers=headers)
+        except nats.js.errors.ServiceUnavailableError as exc:  # "JetStream system temporarily unavailable"
+            raise Unreachable(f"jetstream: publish to {topic}: {exc.description}", code=exc.err_code) from None
         except nats.js.errors.APIError as exc:
             raise QueueError(f"jetstream: publish to {topic}: {exc.description}", code=exc.err_code) from None
         except nats.errors.MaxPayloadError:
             raise QueueError(f"jetstream: publish to {topic}: the event is larger than the server's "
                              f"max_payload ({self.nc.max_payload} bytes)") from None
         except (TimeoutError, nats.errors.TimeoutError):
-            raise QueueError(f"jetstream: publish to {topic} was not acknowledged within "
-                             f"{self.publish_timeout_seconds:g}s") from None
+            raise Unreachable(f"jetstream: publish to {topic} was not acknowledged within "
+                              f"{self.publish_timeout_seconds:g}s") from None
         except (nats.errors.NoRespondersError, nats.js.errors.NoStreamResponseError):
             # No stream took it: deleted under us (provision again next time), or a replicated
             # stream between leaders. Nothing was accepted; the caller may try again.
             self._streams_ready.discard(self._spec(topic).name)
-            raise QueueError(f"jetstream: publish to {topic}: no stream answered") from None
+            raise Unreachable(f"jetstream: publish to {topic}: no stream answered") from None
+        except (nats.errors.ConnectionClosedError, nats.errors.ConnectionDrainingError,
+                nats.errors.ConnectionReconnectingError, nats.errors.OutboundBufferLimitError,
+                nats.errors.StaleConnectionError) as exc:
+            raise Unreachable(f"jetstream: publish to {topic}: the connection cannot carry it now "
+                              f"({type(exc).__name__})") from None
         if ack.duplicate:
             log.info("publish_duplicate", extra={"topic": topic, "dedupe_id": dedupe_id})
             return stamped
@@ -533,7 +541,7 @@ class JetStreamQueue:
     # -- stopping -------------------------------------------------------------------------
     def _check_open(self) -> None:
         if self._closing or self.nc.is_closed:
-            raise QueueError(f"the client of node {self.node_id} is closed")
+            raise Unreachable(f"the client of node {self.node_id} is closed")
 
     async def close(self) -> None:
         """Detach everything (in-flight mail goes back at once), end broadcast subscriptions,

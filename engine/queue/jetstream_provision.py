@@ -22,7 +22,7 @@ from typing import Any, AsyncIterator
 import nats.errors
 
 from engine.queue import topics
-from engine.queue.contract import QueueError
+from engine.queue.contract import QueueError, Unreachable
 
 log = logging.getLogger("queue.jetstream")
 
@@ -60,7 +60,7 @@ class ApiError(QueueError):
         super().__init__(f"jetstream: {what}: {self.description}", code=error.get("err_code"))
 
 
-class Unanswered(QueueError):
+class Unanswered(Unreachable):
     """Nobody answered a JetStream API request within its budget."""
 
 

@@ -32,13 +32,13 @@ from engine.queue.contract import (
     NoResponders,
     PatternError,
     PublishListener,
-    QueueError,
     ReplySubscription,
     RequestTimeout,
     Responder,
     StreamHandler,
     StreamSubscription,
     SubscriptionError,
+    Unreachable,
     partition,
     read_options,
 )
@@ -107,7 +107,7 @@ class MemoryQueue:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise QueueError(f"the client of node {self.node_id} is closed")
+            raise Unreachable(f"the client of node {self.node_id} is closed")
 
     # -- publishing -----------------------------------------------------------------------
     async def publish(self, topic: str, event: Event, *, dedupe_id: str | None = None) -> Event:

@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from engine.queue import topics
+from engine.queue.contract import Unreachable
 from events.envelope import Event
 from tests.queue.recording import GROUP, INBOX, PROBE, Recorder, label, probe
 from tests.queue.waiting import eventually, throughout
@@ -184,3 +185,13 @@ async def test_a_ping_is_answered_while_the_broker_serves_and_not_once_the_clien
     assert await client.ping(2.0) is True
     await client.close()
     assert await client.ping(0.5) is False  # an answer, never an exception: the node's probes read it
+
+
+async def test_a_publish_the_client_cannot_carry_raises_unreachable_not_a_refusal(backend):
+    """A closed client (a node stopping under a running turn) says so with `Unreachable`, the
+    error a caller holding mail answers with a NAK: the message was not refused, the broker
+    was not there to take it."""
+    client = await backend.client("node-p")
+    await client.close()
+    with pytest.raises(Unreachable, match="is closed"):
+        await client.publish(topics.event_subject("probe"), probe("m1"))

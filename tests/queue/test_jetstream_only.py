@@ -332,3 +332,26 @@ async def test_a_broker_that_stops_answering_fails_the_ping_and_passes_it_again_
         assert await q.ping(5.0) is True
     finally:
         await q.close()
+
+
+async def test_a_publish_the_broker_leaves_unacknowledged_raises_unreachable(broker):
+    """A server that stopped answering (a member gone under the connection, a stream between
+    leaders): the publish ends after its own time with `Unreachable`, so the turn that made it
+    hands its mail back rather than abandoning it (seats.host)."""
+    import os
+    import signal
+
+    from engine.queue.contract import Unreachable
+
+    q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="node-a")
+    try:
+        await q.publish(topics.event_subject("probe"), probe("m0"))  # the stream is provisioned
+        os.kill(broker.pid, signal.SIGSTOP)
+        try:
+            await eventually(lambda: open(f"/proc/{broker.pid}/stat").read().split()[2] == "T")
+            with pytest.raises(Unreachable, match="not acknowledged within 10s"):
+                await q.publish(topics.event_subject("probe"), probe("m1"))
+        finally:
+            os.kill(broker.pid, signal.SIGCONT)
+    finally:
+        await q.close()

@@ -11,6 +11,7 @@ import pytest
 
 from engine.coord.ledger import CompletionLedger
 from engine.coord.local import LocalCoord
+from engine.queue.contract import Unreachable
 from seats.host import ABANDONED, SKIP_ANSWERED
 from seats.memory import ConversationMemory
 from seats.turn import TurnEngine
@@ -22,16 +23,23 @@ from tests.seats.tooling import openai_calls, tool_company
 pytestmark = pytest.mark.timeout(90)
 
 
-async def real_rig(backend, endpoint, *, raise_on: str = "", alice: dict | None = None):
-    """A seat runtime whose turns are the real engine's, against the test's model endpoint."""
+async def real_rig(backend, endpoint, *, raise_on: str = "", unreachable_once: str = "", alice: dict | None = None):
+    """A seat runtime whose turns are the real engine's, against the test's model endpoint.
+    `raise_on`: every publish of that event type raises; `unreachable_once`: the first one
+    raises `Unreachable`, as a publish the broker did not acknowledge while a member was gone."""
     company = tool_company([{"name": "main", "kind": "openai", "base_url": endpoint.base_url, "model": "m",
                              "api_key": "${LLM_KEY}", "max_retries": 0}], [], alice=alice)
     coord = LocalCoord()
     rig = await make_rig(backend, the_company=company, coord=coord)
 
+    failed_over: set[str] = set()
+
     async def publish(event):
         if event.type == raise_on:
             raise RuntimeError(f"the broker refused {event.type}")
+        if event.type == unreachable_once and event.type not in failed_over:
+            failed_over.add(event.type)
+            raise Unreachable(f"jetstream: publish to crewlet.events.{event.type} was not acknowledged within 10s")
         await rig.runtime.publish(event)
 
     rig.runtime.turns = TurnEngine(node_id="node-a", publish=publish, memory=ConversationMemory(coord))
@@ -67,6 +75,25 @@ async def test_a_turn_that_raises_is_run_once_and_recorded_abandoned(backend, en
     await throughout(lambda: len(endpoint.requests) == 1, window=4.0, message="the raising turn ran again")
     record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
     assert record.reason == "abandoned"
+
+
+async def test_a_turn_whose_record_the_broker_did_not_take_runs_again_and_is_not_abandoned(backend, endpoint, rigs):
+    """The node's own broker failing under a turn (a member killed, the publish of the turn's
+    record unacknowledged while the client fails over) is the node's failure, not the mail's:
+    nothing is recorded, the mail is NAKed, and the next delivery works it. Abandoned, an
+    acknowledged task would be dropped (issue 15's chaos run lost three so)."""
+    rig = await real_rig(backend, endpoint, unreachable_once="agent_turn_completed")
+    rigs.append(rig)
+    m1 = mail("please fix the build", key="slack:C9:1.1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the turn completed on its redelivery")
+    assert (done.get("outcome"), done.get("trigger_ids")) == ("completed", [str(m1.id)])
+    await settled(rig)
+    assert len(endpoint.requests) == 2  # the turn whose record was lost, and the one that worked it
+    assert rig.published.of("turn_trigger_skipped") == []
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
+    assert (record.reason, record.turn_id) == ("", done.get("turn_id"))
 
 
 async def test_a_model_that_declines_is_abandoned_not_asked_again(backend, endpoint, rigs):
