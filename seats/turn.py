@@ -264,6 +264,8 @@ class _Turn:
             "trigger_ids": [str(e.id) for e in (request.constituents or [trigger])],
         }
         self._live: set[asyncio.Task] = set()
+        self.ending: asyncio.Future | None = None  # the publish of agent_turn_completed, once begun
+        self.ended: TurnResult | None = None
 
     # -- events ------------------------------------------------------------------------------
     async def emit(self, data: EventData) -> None:
@@ -308,6 +310,17 @@ class _Turn:
         try:
             return await self._run(started)
         except asyncio.CancelledError:
+            if self.ended is not None:
+                # cancelled while its completed record was being published: that record stands
+                # (the broker has it, or is taking it), so the turn is over and completed, and is
+                # handed back to be settled -- never recorded interrupted beside it, never run again
+                assert self.ending is not None
+                await asyncio.wait({self.ending}, timeout=INTERRUPTED_PUBLISH_SECONDS)
+                if self.ending.done() and not self.ending.cancelled() and self.ending.exception() is None:
+                    task = asyncio.current_task()
+                    if task is not None:
+                        task.uncancel()
+                    return self.ended
             await self._close_cancelled(started)
             raise
 
@@ -379,12 +392,16 @@ class _Turn:
                                                              if result.error else ""),
                             tool_calls=phase.tool_calls, answered=result.shown_waiting)
         result.duration_ms = self._ms_since(started)
-        await self.emit(AgentTurnCompleted(
+        # The turn's end, once on its way, is the turn's: a cancel that lands while the broker
+        # takes it cannot make it an interrupted turn too (`run` returns it for the host to settle).
+        self.ending = asyncio.ensure_future(self.emit(AgentTurnCompleted(
             **self.trigger_fields, iterations=len(phase.rounds), tools_used=phase.tools_used, response=response,
             outcome=phase.outcome, failed=failed, stopped=phase.outcome == "stopped", error=phase.error,
             error_kind=phase.error_kind, tokens_in=phase.tokens_in, tokens_out=phase.tokens_out,
             cache_read_tokens=phase.cache_read, cache_write_tokens=phase.cache_write,
-            duration_ms=result.duration_ms))
+            duration_ms=result.duration_ms)))
+        self.ended = result
+        await asyncio.shield(self.ending)
         return result
 
     async def _rounds(self, phase: _Phase, chain: ProviderChain, messages: list, toolbox: Toolbox,

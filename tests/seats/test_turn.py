@@ -346,3 +346,28 @@ async def test_a_lease_lost_while_the_last_round_ran_is_no_completed_turn():
     assert (result.outcome, result.error_kind, result.rounds) == ("interrupted", "fence", 1)
     assert published.one("agent_turn_completed").get("outcome") == "interrupted"
     assert not result.shown_waiting  # nothing it was shown is settled as answered
+
+
+async def test_a_cancel_that_lands_while_the_completed_record_is_published_leaves_one_completed_turn():
+    # The host lets the seat go just as the turn's end is on its way to the broker: that end
+    # stands, the turn comes back completed for the host to settle, and no `interrupted` record
+    # follows it (a second end would send the trigger to the seat's next holder, a second turn).
+    import asyncio
+
+    company = company_of([SCRIPTED])
+    sent: list[Event] = []
+    ending = asyncio.Event()
+
+    async def publish(event: Event) -> None:
+        if event.type == "agent_turn_completed":
+            ending.set()
+            await asyncio.sleep(0.2)  # the broker taking it
+        sent.append(event)
+
+    running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=publish).run(request_for(company, slack_message())))
+    await ending.wait()
+    running.cancel()
+    result = await running
+    assert result.outcome == "completed"
+    ends = [e for e in sent if e.type == "agent_turn_completed"]
+    assert [e.get("outcome") for e in ends] == ["completed"]
