@@ -532,7 +532,7 @@ class _Turn:
         phase.refusal = refusal
         phase.end("budget_exhausted",
                   f"{whose} {refusal.period} budget exhausted ({refusal.spend:,} of {refusal.ceiling:,} tokens "
-                  f"in {refusal.window}; resets {refusal.resets_at.isoformat()})", "budget_exhausted")
+                  f"in {refusal.window}; resets {refusal.resets_at:%Y-%m-%d %H:%M} UTC)", "budget_exhausted")
         return True
 
     # -- tools and memory --------------------------------------------------------------------
