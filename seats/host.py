@@ -309,6 +309,9 @@ class SeatHost:
         """The outcome a turn's result earns, recorded first where it was worked or abandoned."""
         outcome = getattr(result, "outcome", "failed")
         self.turns_run += 1
+        log.info("seat_turn_ended", extra={"seat": self.handle, "turn_id": request.turn_id, "outcome": outcome,
+                                            "duration_ms": getattr(result, "duration_ms", 0),
+                                            "tools_used": ",".join(getattr(result, "tools_used", None) or [])})
         self.last_turn = {"turn_id": request.turn_id, "outcome": outcome, "finished_at": _now_iso(),
                           "trigger_id": str(request.trigger.id),
                           "trigger_ids": [str(e.id) for e in request.constituents],
