@@ -50,7 +50,7 @@ test: setup chromium lint
 	@set -a && source $(DEV_ENV) && set +a && $(PY) -m pytest -q -n 4 --dist loadfile
 
 # The cases marked `long`: the product's default timings where they are too slow for `make test`
-# (leases lapsing at 45 s, the ack window at 60 s, after a SIGKILL). About ten minutes.
+# (leases lapsing at 45 s after a SIGKILL). About four minutes.
 test-long: setup
 	@set -a && source $(DEV_ENV) && set +a && CREWLET_LONG_TESTS=1 $(PY) -m pytest -q -m long
 
