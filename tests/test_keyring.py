@@ -113,3 +113,13 @@ def test_keygen_prints_the_export_line_and_the_secrets_block():
     bad = subprocess.run([sys.executable, "manage.py", "crewlet_secrets", "keygen", "--id", "no spaces"], cwd=ROOT,
                          capture_output=True, text=True, timeout=60, env=env)
     assert bad.returncode != 0 and "--id" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_generated_token_never_begins_with_a_dash():
+    # One base64url token in 64 would begin with "-", and `--token -x...` reads as a missing
+    # value on every command line the README shows; 2,000 draws meet one all but surely.
+    from engine.config.keyring import random_token
+
+    tokens = [random_token() for _ in range(2000)]
+    assert not [t for t in tokens if t.startswith("-")]
+    assert len(set(tokens)) == 2000 and all(len(t) == 43 for t in tokens)

@@ -186,5 +186,9 @@ class Keyring:
 
 
 def random_token(nbytes: int = 32) -> str:
-    """A URL-safe random token (API tokens, per-boot broker tokens)."""
-    return _secrets.token_urlsafe(nbytes)
+    """A URL-safe random token (API tokens, per-boot broker tokens), never beginning with `-`: a
+    token a command line reads as an option (`--token -x...`) would be refused as a missing value."""
+    while True:
+        token = _secrets.token_urlsafe(nbytes)
+        if not token.startswith("-"):
+            return token
