@@ -12,15 +12,13 @@ Retries follow `retries.py`.
 """
 from __future__ import annotations
 
-import asyncio
-import random
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 
 from engine.config.company import Anthropic
 from seats.providers.base import Completion, Message, ProviderError, ToolCall, ToolSpec
-from seats.providers.clients import ClientFactory, Clients
-from seats.providers.retries import BACKOFF_BASE_SECONDS, Retrying, Sleep
+from seats.providers.clients import Clients
+from seats.providers.sdk import SdkProvider
 
 # The Messages API's stop_reason in the seed's words (seed 000, agent_phase_completed).
 STOP_REASONS = {
@@ -35,22 +33,11 @@ STOP_REASONS = {
 CACHED = {"type": "ephemeral"}
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider):
     """A Provider over Anthropic's Messages API (or an endpoint that speaks it)."""
 
-    def __init__(self, config: Anthropic, *, clients: Clients | None = None,
-                 http_client_factory: ClientFactory | None = None, sleep: Sleep = asyncio.sleep,
-                 jitter: Callable[[], float] = random.random, backoff_base: float = BACKOFF_BASE_SECONDS) -> None:
-        self.key = config.name
-        self.model = config.model
-        self.config = config
-        self.clients = clients or Clients(http_client_factory)
-        import anthropic  # here, not at the top: see seats/providers/clients.py
-
-        self.sdk = anthropic
-        self.retrying = Retrying(anthropic, provider_key=config.name, base_url=config.base_url,
-                                 timeout_seconds=config.timeout_seconds, max_retries=config.max_retries,
-                                 sleep=sleep, jitter=jitter, backoff_base=backoff_base)
+    SDK = "anthropic"
+    config: Anthropic
 
     async def complete(self, messages: list[Message], *, max_tokens: int,
                        tools: Sequence[ToolSpec] = ()) -> Completion:

@@ -11,16 +11,14 @@ cache reads. Retries follow `retries.py`.
 """
 from __future__ import annotations
 
-import asyncio
 import json
-import random
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 
 from engine.config.company import OpenAI
 from seats.providers.base import Completion, Message, ProviderError, ToolCall, ToolSpec, message_text
-from seats.providers.clients import ClientFactory, Clients
-from seats.providers.retries import BACKOFF_BASE_SECONDS, Retrying, Sleep
+from seats.providers.clients import Clients
+from seats.providers.sdk import SdkProvider
 from seats.providers.scripted import approx_tokens
 
 # OpenAI's finish_reason in the seed's stop_reason words (seed 000, agent_phase_completed).
@@ -33,23 +31,12 @@ FINISH_REASONS = {
 }
 
 
-class OpenAIProvider:
+class OpenAIProvider(SdkProvider):
     """A Provider over one OpenAI-compatible endpoint. `clients` shares SDK clients between
     turns (a private one when None, built with `http_client_factory`)."""
 
-    def __init__(self, config: OpenAI, *, clients: Clients | None = None,
-                 http_client_factory: ClientFactory | None = None, sleep: Sleep = asyncio.sleep,
-                 jitter: Callable[[], float] = random.random, backoff_base: float = BACKOFF_BASE_SECONDS) -> None:
-        self.key = config.name
-        self.model = config.model
-        self.config = config
-        self.clients = clients or Clients(http_client_factory)
-        import openai  # here, not at the top: see seats/providers/clients.py
-
-        self.sdk = openai
-        self.retrying = Retrying(openai, provider_key=config.name, base_url=config.base_url,
-                                 timeout_seconds=config.timeout_seconds, max_retries=config.max_retries,
-                                 sleep=sleep, jitter=jitter, backoff_base=backoff_base)
+    SDK = "openai"
+    config: OpenAI
 
     async def complete(self, messages: list[Message], *, max_tokens: int,
                        tools: Sequence[ToolSpec] = ()) -> Completion:
