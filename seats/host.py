@@ -60,7 +60,7 @@ from notify.coalesce import CoalesceError, coalesce, coalesced_event
 from seats.budgets import Budgets
 from seats.holds import HOLD_BUDGET, HOLD_DRAINING, HOLD_NO_PROVIDER, HOLD_PAUSED, BudgetPark, InboxHolds
 from seats.node import SeatsNode
-from seats.turn import TurnRequest, TurnResult
+from seats.turn import CompletedWhileCancelled, TurnRequest, TurnResult
 
 log = logging.getLogger("seats.host")
 
@@ -236,6 +236,10 @@ class SeatHost:
                                                  "trigger_ids": ",".join(self.running["trigger_ids"])})
             try:
                 result = await self.turns.run(request)
+            except CompletedWhileCancelled as cut:  # detached as the turn completed: record it, then stop
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(asyncio.ensure_future(self._settle(request, cut.result)))
+                raise
             except CoordError as exc:  # the budget store did not answer: the node's fault, not the mail's
                 return self._store_down(exc)
             except Unreachable as exc:  # the node's broker did not take the turn's own record: nor the mail's

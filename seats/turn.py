@@ -73,7 +73,7 @@ from seats.tools.builtins import Asker, BuiltinContext, builtins_for
 from seats.tools.remote import RemoteTool
 from seats.tools.toolbox import Toolbox
 
-__all__ = ["TurnEngine", "TurnRequest", "TurnResult", "system_text", "user_text"]
+__all__ = ["CompletedWhileCancelled", "TurnEngine", "TurnRequest", "TurnResult", "system_text", "user_text"]
 
 log = logging.getLogger("seats.turn")
 
@@ -240,6 +240,15 @@ class _Phase:
         self.stop_reason, self.model, self.provider_key = done.stop_reason, done.model, provider_key
 
 
+class CompletedWhileCancelled(asyncio.CancelledError):
+    """The turn was cancelled after its completed record went out: it is a completed turn, whose
+    result the host settles (ledger, ack) before the cancel goes on."""
+
+    def __init__(self, result: TurnResult) -> None:
+        super().__init__("cancelled after the turn completed")
+        self.result = result
+
+
 class _OutOfTime(Exception):
     """The scheduled timeout ran out during a model call or a round of tools."""
 
@@ -312,15 +321,13 @@ class _Turn:
         except asyncio.CancelledError:
             if self.ended is not None:
                 # cancelled while its completed record was being published: that record stands
-                # (the broker has it, or is taking it), so the turn is over and completed, and is
-                # handed back to be settled -- never recorded interrupted beside it, never run again
+                # (the broker has it, or is taking it), so the turn is over and completed; the
+                # cancel goes on, carrying the result for the host to settle -- never recorded
+                # interrupted beside it, never run again
                 assert self.ending is not None
                 await asyncio.wait({self.ending}, timeout=INTERRUPTED_PUBLISH_SECONDS)
                 if self.ending.done() and not self.ending.cancelled() and self.ending.exception() is None:
-                    task = asyncio.current_task()
-                    if task is not None:
-                        task.uncancel()
-                    return self.ended
+                    raise CompletedWhileCancelled(self.ended) from None
             await self._close_cancelled(started)
             raise
 
