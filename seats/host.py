@@ -64,7 +64,9 @@ from seats.turn import CompletedWhileCancelled, TurnRequest, TurnResult
 
 log = logging.getLogger("seats.host")
 
-STORE_RETRY_SECONDS = 1.0  # a store that did not answer is asked again after the NAK base spacing
+STORE_RETRY_SECONDS = 1.0  # a store that did not answer is asked again after the NAK base spacing,
+STORE_RETRY_MAX_SECONDS = 15.0  # doubling on each failure in a row up to this: a DEFER costs a delivery
+EXCLUSIVE_RECHECK_SECONDS = 0.25  # a host deferred for want of an exclusive lease looks again this often
 # A ledger record is asked again this long: a client fails over to another server of its URL
 # list within a reconnect or two (a second apart, each attempt 2 s), well inside the one-minute
 # ack window the delivery is held under meanwhile.
@@ -125,6 +127,7 @@ class SeatHost:
         self._idle = asyncio.Event()
         self._idle.set()
         self._retry_task: asyncio.Task | None = None
+        self._store_failures = 0  # store reads unanswered in a row (the re-fetch spacing doubles)
         self._telemetry: set[asyncio.Task] = set()
 
     @property
@@ -210,6 +213,7 @@ class SeatHost:
             return refused
         try:
             fresh = await self._unworked(_unique(batch.deliveries))
+            self._store_failures = 0
             if not fresh:
                 return Outcome.ACK
             refusal = await self.budgets.check(company, seat) if self.budgets is not None else None
@@ -264,11 +268,15 @@ class SeatHost:
         if self.stopping:
             return Outcome.DEFER
         if self.lease is not None and not self.lease.is_exclusive(self.clock()):
+            # A renewal overdue (the store slow to answer): back at the head, and the inbox
+            # fetches again once a renewal lands -- or the seat is let go when the lease is lost.
             log.warning("seat_not_exclusive", extra={"seat": self.handle, "epoch": self.lease.epoch})
-            return Outcome.DEFER  # this process lost the right to the work: back at the head
+            self._fetch_when_servable(0.0)
+            return Outcome.DEFER
         if seat is None or not seat.is_agent:
             log.warning("seat_not_in_company", extra={"seat": self.handle})
-            return Outcome.DEFER  # placement lets the seat go on its next sweep
+            self._fetch_when_servable(0.0)  # placement lets the seat go on its next sweep, unless it is back
+            return Outcome.DEFER
         held = (HOLD_NO_PROVIDER if not _has_provider(company) else HOLD_PAUSED if self.pause is not None
                 else HOLD_BUDGET if self.park.refusal is not None else None)
         if held is not None:  # it raced the hold: take it again; the mail keeps its place at the head
@@ -455,16 +463,35 @@ class SeatHost:
 
     def _store_down(self, exc: Exception) -> Outcome:
         """The coordination store did not answer: DEFER (the mail keeps its place at the head;
-        what failed is the node's store, not the message) and fetch again a moment later."""
-        log.warning("seat_store_unavailable", extra={"seat": self.handle, "error": str(exc)})
-        if self._retry_task is None or self._retry_task.done():
-            self._retry_task = asyncio.create_task(self._fetch_again(), name=f"store-retry:{self.handle}")
+        what failed is the node's store, not the message) and fetch again a moment later -- a
+        moment that doubles with each failure in a row, since every DEFER costs the mail one of
+        its 25 deliveries: an outage of minutes, not seconds, is what dead-letters it."""
+        self._store_failures += 1
+        delay = min(STORE_RETRY_SECONDS * 2 ** (self._store_failures - 1), STORE_RETRY_MAX_SECONDS)
+        log.warning("seat_store_unavailable", extra={"seat": self.handle, "error": str(exc), "retry_seconds": delay})
+        self._fetch_when_servable(delay)
         return Outcome.DEFER
 
-    async def _fetch_again(self) -> None:
-        await asyncio.sleep(STORE_RETRY_SECONDS)
+    def _fetch_when_servable(self, after: float) -> None:
+        """Undo the quiesce a DEFER of this host's own left behind (seed 000, DEFER: "the
+        subscription quiesces itself"), `after` seconds from now and once the seat is servable
+        again: hosted, its lease exclusive, the seat in the company. Nothing else lifts that
+        quiesce -- a hold's lift does only while the lease is exclusive -- so without this a
+        renewal that lands late would leave the seat held and its mail unread for good."""
+        if self._retry_task is None or self._retry_task.done():
+            self._retry_task = asyncio.create_task(self._fetch_again(after), name=f"refetch:{self.handle}")
+
+    async def _fetch_again(self, after: float) -> None:
+        await asyncio.sleep(after)
+        while not self.stopping and not self._servable():
+            await asyncio.sleep(EXCLUSIVE_RECHECK_SECONDS)
         if not self.stopping and not self.holds and self.queue.is_attached(self.inbox, self.group):
             await self.queue.unquiesce(self.inbox, self.group)
+
+    def _servable(self) -> bool:
+        company = self.node.company
+        seat = company.seat_by_handle(self.handle) if company is not None else None
+        return self._may_fetch() and seat is not None and seat.is_agent
 
     # -- holds -----------------------------------------------------------------------------
     @property

@@ -1,0 +1,111 @@
+"""A host that may not work its mail now defers it, and works it once it may (seats/host.py,
+`_fetch_when_servable`; seed 000, DEFER: "returned at once, at the head, and the subscription
+quiesces itself"):
+- a lease renewal overdue (seed 002, "Leases": a node acts on a seat only while its lease is
+  proven exclusive). A renewal is late when the store is slow to answer -- a broker member
+  electing a leader, a loaded machine -- and lands inside the TTL: the seat is still this
+  node's, so its mail must not wait for a restart;
+- a coordination store that does not answer: deferred at spacings that double, since each
+  DEFER costs the mail one of its 25 deliveries.
+Both queue backends.
+"""
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from engine.coord.contract import Unavailable
+from engine.coord.leases import seat_key
+from engine.coord.ledger import LEDGER_BUCKET
+from engine.coord.local import LocalCoord
+from seats.host import STORE_RETRY_MAX_SECONDS
+from tests.queue.waiting import eventually, throughout
+from tests.seats.hosting import backend, mail, make_rig  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def _deferrals(caplog) -> int:
+    return sum(1 for r in caplog.records if r.getMessage() == "seat_not_exclusive")
+
+
+async def test_mail_deferred_while_a_renewal_was_overdue_is_worked_once_the_renewal_lands(backend, caplog):
+    caplog.set_level(logging.WARNING, logger="seats.host")
+    rig = await make_rig(backend)
+    try:
+        lease = await rig.node.leases.acquire(seat_key("alice"))
+        await rig.runtime.on_seat_acquired("alice", lease)
+        await eventually(lambda: "alice" in rig.runtime.hosts, message="alice hosted")
+        lease.last_renewed -= lease.ttl  # the last renewal is a TTL old: not exclusive now
+        await rig.publish(mail("sent while the renewal was overdue", key="slack:C1:1"))
+        await eventually(lambda: _deferrals(caplog) == 1, message="the host to defer the mail it may not work")
+        # While the lease stays unproven the host waits for it, not redelivering the mail to
+        # itself: each DEFER costs one of the mail's 25 deliveries.
+        await throughout(lambda: _deferrals(caplog) == 1 and not rig.turns.requests, 1.0,
+                         "one deferral, no turn, while the lease is unproven")
+        assert await rig.node.leases.renew(lease) and lease.is_exclusive(rig.host().clock())
+        await eventually(lambda: rig.turns.turns_of() == [["sent while the renewal was overdue"]],
+                         message="the deferred mail worked once the renewal landed")
+
+        async def settled() -> bool:
+            return await rig.pending() == 0
+
+        await eventually(settled, message="the mail acknowledged")
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def test_a_host_whose_lease_was_lost_lets_go_of_the_seat_and_works_nothing(backend, caplog):
+    caplog.set_level(logging.WARNING, logger="seats.host")
+    rig = await make_rig(backend)
+    try:
+        lease = await rig.node.leases.acquire(seat_key("alice"))
+        await rig.runtime.on_seat_acquired("alice", lease)
+        await eventually(lambda: "alice" in rig.runtime.hosts, message="alice hosted")
+        lease.last_renewed -= lease.ttl
+        await rig.publish(mail("for whoever holds the seat next", key="slack:C1:1"))
+        await eventually(lambda: _deferrals(caplog) == 1, message="the host to defer the mail")
+        lease.lost = True  # the store gave the seat to a peer: the renewal never lands
+        await rig.runtime.on_seat_released("alice", lease, "lease lost")
+        await throughout(lambda: not rig.turns.requests, 1.0, "no turn on a seat this node lost")
+        assert await rig.pending() == 1  # the mail waits on the broker for the seat's next holder
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+class LedgerOutage(LocalCoord):
+    """The coordination twin, its completion ledger unanswering while `down` is set (what a
+    client sees while the KV's stream elects a leader)."""
+
+    down = False
+
+    async def get(self, bucket: str, key: str):
+        if self.down and bucket == LEDGER_BUCKET:
+            raise Unavailable(f"coord: {bucket}: the broker did not answer (TimeoutError)")
+        return await super().get(bucket, key)
+
+
+async def test_a_store_outage_spaces_its_deferrals_out_doubling_and_the_mail_runs_when_it_answers(backend, caplog):
+    caplog.set_level(logging.WARNING, logger="seats.host")
+    coord = LedgerOutage()
+    coord.down = True
+    rig = await make_rig(backend, coord=coord)
+    try:
+        await rig.publish(mail("sent during the outage", key="slack:C1:1"))
+        await rig.runtime.on_seat_acquired("alice", None)
+
+        def spacings() -> list[float]:
+            return [r.retry_seconds for r in caplog.records if r.getMessage() == "seat_store_unavailable"]
+
+        # Every DEFER costs the mail one of its 25 deliveries: a retry each second would
+        # dead-letter it after a 25-second outage; doubling (capped at 15 s) takes minutes.
+        await eventually(lambda: len(spacings()) >= 3, 20, "three deferrals during the outage")
+        assert spacings()[:3] == [1.0, 2.0, 4.0]
+        assert STORE_RETRY_MAX_SECONDS == 15.0
+        assert not rig.turns.requests
+        coord.down = False
+        await eventually(lambda: rig.turns.turns_of() == [["sent during the outage"]], 20,
+                         "the mail worked once the store answered")
+    finally:
+        await rig.runtime.stop(cut=True)
