@@ -33,8 +33,9 @@ from typing import Any, Callable
 
 from django.conf import settings
 
-from engine.coord.contract import RevisionMismatch
+from engine.coord.contract import CoordError, RevisionMismatch
 from engine.queue import topics
+from engine.queue.contract import QueueError
 from a2a import service as a2a
 from seats.dutylease import DutyLease
 from seats.node import SeatsNode
@@ -99,6 +100,8 @@ class MaintenanceDuty:
                 if await self.hold_duty():
                     await self.sweep_once()
                     await self.sweep_channels()
+            except (CoordError, QueueError) as exc:  # the store or broker did not answer: the next sweep asks again
+                log.warning("maintenance_sweep_unanswered", extra={"error": str(exc)})
             except Exception:
                 log.exception("maintenance_sweep_failed")
             with contextlib.suppress(asyncio.TimeoutError):

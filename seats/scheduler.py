@@ -104,6 +104,8 @@ class SchedulerDuty:
             try:
                 if await self.duty.hold():
                     await self.tick_once()
+            except (CoordError, QueueError) as exc:  # the store or broker did not answer: the next tick asks again
+                log.warning("scheduler_tick_unanswered", extra={"error": str(exc)})
             except Exception:
                 log.exception("scheduler_tick_failed")
             self._wake.clear()
