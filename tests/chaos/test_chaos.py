@@ -110,6 +110,20 @@ class Faults:
         self._restart(index)
 
 
+def seat_story(fleet: Fleet, seats: set[str], last: int = 6) -> str:
+    """What each node last logged about `seats` beyond turns (holds, leases, deferrals): what a
+    reader of a failed run needs, the node logs being gone with the run's temporary files."""
+    told = []
+    for node in fleet.nodes:
+        for seat in sorted(seats):
+            lines = [f"{line.get('time', '')[11:23]} {line.get('msg')}"
+                     + "".join(f" {k}={line[k]}" for k in ("reason", "epoch", "error", "holds") if k in line)
+                     for line in node.log_lines()
+                     if line.get("seat") == seat and line.get("msg") not in ("seat_turn_started", "seat_turn_ended")]
+            told.append(f"{node.node_id}/{seat}: " + (" | ".join(lines[-last:]) or "nothing"))
+    return "\n".join(told)
+
+
 @pytest.mark.parametrize("shape", [EmbeddedFleet, ExternalFleet], ids=["embedded", "external"])
 def test_a_fleet_under_faults_loses_no_acknowledged_task_and_works_none_twice(shape, tmp_path):
     seats = handles(SEATS)
@@ -147,7 +161,8 @@ def test_a_fleet_under_faults_loses_no_acknowledged_task_and_works_none_twice(sh
         print(f"\nchaos[{fleet.kind}]: {len(burst.acknowledged)} acknowledged, {len(lost)} not worked "
               f"({len(unexplained)} unexplained), {len(twice)} worked twice; posts unanswered {burst.unanswered}, "
               f"refused {dict(burst.refused)}; {'; '.join(faults.notes)}")
-        assert unexplained == [], f"acknowledged tasks never worked, with no event saying why: {unexplained[:10]}"
+        assert unexplained == [], (f"acknowledged tasks never worked, with no event saying why: {unexplained[:10]}; "
+                                   f"{seat_story(fleet, {burst.acknowledged[t] for t in unexplained})}")
         assert lost == [], f"acknowledged tasks dropped (explained by {[sorted(ledger.mentions[t]) for t in lost[:5]]})"
         assert twice == {}, f"tasks worked twice: {list(twice.items())[:3]}"
         for node in fleet.nodes:
