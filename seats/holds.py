@@ -36,9 +36,11 @@ class InboxHolds:
     """The named holds this node keeps on one seat's inbox. `may_fetch()` says whether the seat
     may take mail again once none is left (False once the host is stopping or not exclusive)."""
 
-    def __init__(self, queue: Any, inbox: str, group: str, may_fetch: Callable[[], bool]) -> None:
+    def __init__(self, queue: Any, inbox: str, group: str, may_fetch: Callable[[], bool],
+                 later: Callable[[], None] = lambda: None) -> None:
         self.queue, self.inbox, self.group = queue, inbox, group
         self.may_fetch = may_fetch
+        self.later = later  # asked to undo the quiesce once the seat may fetch, when the last lift finds it may not
 
     @property
     def names(self) -> frozenset[str]:
@@ -53,8 +55,12 @@ class InboxHolds:
         if name not in self.names:
             return
         await self.queue.release(self.inbox, self.group, name)
-        if not self.names and self.may_fetch() and self.queue.is_attached(self.inbox, self.group):
+        if self.names or not self.queue.is_attached(self.inbox, self.group):
+            return
+        if self.may_fetch():
             await self.queue.unquiesce(self.inbox, self.group)
+        else:
+            self.later()
 
     async def lift_all(self) -> None:
         """Every hold this process took: a later host of the seat takes its own."""

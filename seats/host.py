@@ -115,7 +115,8 @@ class SeatHost:
         self.inbox, self.group = topics.agent_inbox(handle), topics.inbox_group(handle)
         self.control, self.control_group = topics.agent_control(handle), topics.control_group(handle)
         self.pause: Any = None           # seats.pauses.Pause while paused
-        self.inbox_holds = InboxHolds(node.queue, self.inbox, self.group, self._may_fetch)
+        self.inbox_holds = InboxHolds(node.queue, self.inbox, self.group, self._may_fetch,
+                                      later=lambda: self._fetch_when_servable(0.0))
         self.park = BudgetPark(handle, self.inbox_holds, budgets, lambda: self.node.company)
         self.running: dict | None = None
         self.last_turn: dict | None = None
@@ -199,7 +200,13 @@ class SeatHost:
         self._busy += 1
         self._idle.clear()
         try:
-            return await self._dispatch(batch)
+            outcome = await self._dispatch(batch)
+            if outcome is Outcome.DEFER and not self.holds:
+                # Deferred for no hold (a lease not proven exclusive, a turn interrupted, an answer
+                # this node may not send, a store that did not answer): no lift will undo the
+                # quiesce the DEFER leaves, so this host does once the seat is servable again.
+                self._fetch_when_servable(0.0)
+            return outcome
         finally:
             self._busy -= 1
             if not self._busy:
@@ -268,15 +275,13 @@ class SeatHost:
         if self.stopping:
             return Outcome.DEFER
         if self.lease is not None and not self.lease.is_exclusive(self.clock()):
-            # A renewal overdue (the store slow to answer): back at the head, and the inbox
-            # fetches again once a renewal lands -- or the seat is let go when the lease is lost.
+            # A renewal overdue (the store slow to answer): back at the head; the inbox fetches
+            # again once a renewal lands (`_on_batch`), or the seat is let go when the lease is lost.
             log.warning("seat_not_exclusive", extra={"seat": self.handle, "epoch": self.lease.epoch})
-            self._fetch_when_servable(0.0)
             return Outcome.DEFER
         if seat is None or not seat.is_agent:
             log.warning("seat_not_in_company", extra={"seat": self.handle})
-            self._fetch_when_servable(0.0)  # placement lets the seat go on its next sweep, unless it is back
-            return Outcome.DEFER
+            return Outcome.DEFER  # placement lets the seat go on its next sweep, unless it is back
         held = (HOLD_NO_PROVIDER if not _has_provider(company) else HOLD_PAUSED if self.pause is not None
                 else HOLD_BUDGET if self.park.refusal is not None else None)
         if held is not None:  # it raced the hold: take it again; the mail keeps its place at the head
@@ -476,8 +481,9 @@ class SeatHost:
         """Undo the quiesce a DEFER of this host's own left behind (seed 000, DEFER: "the
         subscription quiesces itself"), `after` seconds from now and once the seat is servable
         again: hosted, its lease exclusive, the seat in the company. Nothing else lifts that
-        quiesce -- a hold's lift does only while the lease is exclusive -- so without this a
-        renewal that lands late would leave the seat held and its mail unread for good."""
+        quiesce (a hold's lift does, while the lease is exclusive, and asks for this otherwise),
+        so without it a renewal that lands late would leave the seat held and its mail unread
+        for good."""
         if self._retry_task is None or self._retry_task.done():
             self._retry_task = asyncio.create_task(self._fetch_again(after), name=f"refetch:{self.handle}")
 

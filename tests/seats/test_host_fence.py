@@ -19,9 +19,10 @@ from engine.coord.contract import Unavailable
 from engine.coord.leases import seat_key
 from engine.coord.ledger import LEDGER_BUCKET
 from engine.coord.local import LocalCoord
+from seats.budgets import Budgets
 from seats.host import STORE_RETRY_MAX_SECONDS
 from tests.queue.waiting import eventually, throughout
-from tests.seats.hosting import backend, mail, make_rig  # noqa: F401  (fixtures)
+from tests.seats.hosting import backend, company, mail, make_rig  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -52,6 +53,27 @@ async def test_mail_deferred_while_a_renewal_was_overdue_is_worked_once_the_rene
             return await rig.pending() == 0
 
         await eventually(settled, message="the mail acknowledged")
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def test_a_hold_lifted_while_a_renewal_is_overdue_lets_the_mail_run_once_the_renewal_lands(backend):
+    # The budget park is the hold here: the deferral it left is undone by the lift, which cannot
+    # fetch while the lease is unproven, so the host fetches once the renewal lands.
+    tight = company(alice_budget={"day": 100})
+    rig = await make_rig(backend, the_company=tight)
+    try:
+        await Budgets(rig.node.coord).charge(tight, tight.seat_by_handle("alice"), 150)
+        lease = await rig.node.leases.acquire(seat_key("alice"))
+        await rig.runtime.on_seat_acquired("alice", lease)
+        await rig.publish(mail("costly"))
+        await eventually(lambda: rig.host().state == "parked", message="the seat to park")
+        lease.last_renewed -= lease.ttl
+        await rig.node.apply(company(alice_budget={"day": 10_000}))  # the ceiling raised: the park lifts
+        await eventually(lambda: rig.host().holds == frozenset(), message="the budget hold lifted")
+        await throughout(lambda: not rig.turns.requests, 0.5, "no turn while the lease is unproven")
+        assert await rig.node.leases.renew(lease)
+        await eventually(lambda: rig.turns.outcomes == ["completed"], message="the parked mail run once the renewal landed")
     finally:
         await rig.runtime.stop(cut=True)
 
