@@ -1,7 +1,7 @@
 """A host that may not work its mail now defers it, and works it once it may (seats/host.py,
 `_fetch_when_servable`; seed 000, DEFER: "returned at once, at the head, and the subscription
 quiesces itself"):
-- a lease renewal overdue (seed 002, "Leases": a node acts on a seat only while its lease is
+- a lease renewal overdue, found by the host or by the turn engine's fence (seed 002, "Leases": a node acts on a seat only while its lease is
   proven exclusive). A renewal is late when the store is slow to answer -- a broker member
   electing a leader, a loaded machine -- and lands inside the TTL: the seat is still this
   node's, so its mail must not wait for a restart;
@@ -74,6 +74,33 @@ async def test_a_hold_lifted_while_a_renewal_is_overdue_lets_the_mail_run_once_t
         await throughout(lambda: not rig.turns.requests, 0.5, "no turn while the lease is unproven")
         assert await rig.node.leases.renew(lease)
         await eventually(lambda: rig.turns.outcomes == ["completed"], message="the parked mail run once the renewal landed")
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def test_a_turn_fenced_by_an_overdue_renewal_runs_again_here_once_the_renewal_lands(backend):
+    # The turn engine's fence ends a turn `interrupted` when the lease is unproven before a
+    # round; the seat stayed this node's (the renewal landed late), so the mail runs again here.
+    rig = await make_rig(backend)
+    try:
+        lease = await rig.node.leases.acquire(seat_key("alice"))
+        ends = ["interrupted"]
+
+        def decide(request):
+            if ends:
+                lease.last_renewed -= lease.ttl  # what the fence found: a renewal overdue
+                return ends.pop()
+            return "completed"
+
+        rig.turns.decide = decide
+        await rig.runtime.on_seat_acquired("alice", lease)
+        await rig.publish(mail("fenced once", key="slack:C1:1"))
+        await eventually(lambda: rig.turns.outcomes == ["interrupted"], message="the fenced turn")
+        await throughout(lambda: rig.turns.outcomes == ["interrupted"], 0.5, "no turn while the lease is unproven")
+        assert await rig.node.leases.renew(lease)
+        await eventually(lambda: rig.turns.outcomes == ["interrupted", "completed"],
+                         message="the mail run again here once the renewal landed")
+        assert rig.turns.turns_of() == [["fenced once"], ["fenced once"]]
     finally:
         await rig.runtime.stop(cut=True)
 
