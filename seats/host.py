@@ -21,7 +21,8 @@ re-subscribing. Per partition the handler:
        timeout, unreachable) -> NAK: the backoff outlasts a benched provider, and newer mail of
                                 the conversation runs first meanwhile
        budget_exhausted      -> park, DEFER
-       interrupted           -> DEFER: the lease went to another node, which runs it
+       interrupted           -> DEFER: the lease went to another node, which runs it (or a
+                                renewal landed late, and this host runs it once it may)
        a turn that raised `queue.Unreachable` (the node's broker did not take one of its own
        events) -> NAK, nothing recorded: the node's infrastructure failed, not the mail
        anything else -- a guard breach, a model that declined, a provider that refused the
@@ -29,6 +30,10 @@ re-subscribing. Per partition the handler:
        turn_trigger_skipped: "a trigger whose turn was ABANDONED rather than redelivered ...
        with the reason"): recorded in the completion ledger, `turn_trigger_skipped` with the
        reason, ACK. Running it again would pay the model again for the same end.
+
+A DEFER quiesces the inbox. A hold's lift undoes that; a DEFER no hold accounts for (a lease
+not proven exclusive, a turn fenced, a store that did not answer) is undone by the host itself
+once the seat is servable again (`_fetch_when_servable`), or the seat is let go.
 
 Holds keep mail on the broker instead of in the handler: `no_provider` while the company has
 no model provider, `paused` while a person paused the seat, `budget` while a capped window
