@@ -13,6 +13,7 @@
 from __future__ import annotations
 
 import asyncio
+import http.client
 import itertools
 import json
 import re
@@ -71,8 +72,8 @@ class Burst:
             with self._lock:
                 self.refused[err.code] += 1
             return None
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            with self._lock:
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException):
+            with self._lock:  # no answer, or one cut off (a node killed mid-reply)
                 self.unanswered += 1
             return None
 
@@ -135,6 +136,11 @@ class ReadyWatch:
     def start(self) -> "ReadyWatch":
         self._thread.start()
         return self
+
+    @property
+    def alive(self) -> bool:
+        """Whether it is still sampling (a sampler that died would make the drain check vacuous)."""
+        return self._thread.is_alive()
 
     def stop(self) -> None:
         self._stop.set()

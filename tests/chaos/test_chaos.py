@@ -167,6 +167,7 @@ def test_a_fleet_under_faults_loses_no_acknowledged_task_and_works_none_twice(sh
         assert twice == {}, f"tasks worked twice: {list(twice.items())[:3]}"
         for node in fleet.nodes:
             assert node.probe("/ready")[0] == 200, f"{node.node_id} is not ready at the end"
+        assert watch.alive, "the /ready sampler stopped during the run: the drain check saw nothing"
     finally:
         watch.stop()
         fleet.stop()

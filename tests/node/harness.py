@@ -4,6 +4,7 @@ node object goes (tests/ports.py: no other process can take it between the choic
 node's bind, nor while the node restarts), and helpers to read its probes and its log."""
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
@@ -140,8 +141,8 @@ class NodeProcess:
         try:
             status, body, _ = self.get(path, timeout=2.0)
             return status, body
-        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):
-            return None
+        except (urllib.error.URLError, ConnectionError, TimeoutError, OSError, http.client.HTTPException):
+            return None  # nothing answered, or the answer was cut off (a node killed mid-reply)
 
     def wait_ready(self, timeout: float = 60.0) -> dict:
         """/health's body once /ready is 200 (both asked again while a loaded host is slow to answer)."""
