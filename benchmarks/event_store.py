@@ -431,8 +431,12 @@ def measure_queries(port: int, repeat: int) -> list[tuple[str, tuple[float, floa
     return out
 
 
-def on_disk_mb() -> float:
-    return sum(f.stat().st_size for f in WORK.glob("company.db*")) / 1e6
+def on_disk_mb() -> tuple[float, float]:
+    """The store's file and its write-ahead log, in MB."""
+    def mb(name: str) -> float:
+        return (WORK / name).stat().st_size / 1e6 if (WORK / name).exists() else 0.0
+
+    return mb("company.db"), mb("company.db-wal")
 
 
 def main() -> None:
@@ -459,7 +463,7 @@ def main() -> None:
         gc.collect()
         grow_s, grown_avg = grow(maker, args.events, args.rows)
         rows = sqlite3.connect(WORK / "company.db").execute("SELECT count(*) FROM crewlet_events").fetchone()[0]
-        size_mb = on_disk_mb()
+        size_mb, wal_mb = on_disk_mb()
         served = Served()
         queries = measure_queries(served.port, args.repeat)
         run_s = time.perf_counter() - run_began
@@ -476,7 +480,7 @@ def main() -> None:
         print()
         grown = rows - args.events
         rate = f" in {grow_s:.0f} s, {grown / grow_s:,.0f} events/s, mean wire size {grown_avg:,.0f} B" if grow_s else ""
-        print(f"  store: {rows:,} rows, {size_mb:,.0f} MB on disk (file and WAL), grown by the writer: "
+        print(f"  store: {rows:,} rows, {size_mb:,.0f} MB on disk (and {wal_mb:,.0f} MB of WAL), grown by the writer: "
               f"the write measurement's rows and {grown:,} more{rate}")
         print("  first page (limit 50): GET /events over HTTP (uvicorn, 127.0.0.1, one kept-alive connection)")
         print(f"  beside events_page() in-process, same filter and horizon floor; ms, median / p95 of {args.repeat}")
