@@ -440,15 +440,16 @@ def on_disk_mb() -> tuple[float, float]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--events", type=int, default=200_000, help="events in the write measurement")
     parser.add_argument("--rows", type=int, default=1_000_000, help="rows the writer grows the store to for the reads")
     parser.add_argument("--repeat", type=int, default=100, help="requests per filter (and as many in-process calls)")
     args = parser.parse_args()
-    if min(args.events, args.rows, args.repeat) < 1:
-        raise SystemExit("benchmark: --events, --rows and --repeat take a positive number")
     served = None
     try:
+        for flag in ("events", "rows", "repeat"):
+            if getattr(args, flag) < 1:
+                raise SystemExit(f"benchmark: --{flag}: expected a positive number, got {getattr(args, flag)}")
         run_began = time.perf_counter()
         set_up_django()
         began = time.perf_counter()
@@ -495,9 +496,12 @@ def main() -> None:
     finally:
         if served is not None:
             served.close()
-        from django.db import connections
+        from django.apps import apps
 
-        connections.close_all()
+        if apps.ready:
+            from django.db import connections
+
+            connections.close_all()
         shutil.rmtree(WORK, ignore_errors=True)
 
 
