@@ -120,7 +120,36 @@ async def test_a_stale_release_does_not_free_the_new_holder(backend):
     backend.elapse(TTL)
     new = await b.acquire(SEAT)
     assert not await a.release(old)
+    assert old.lost  # the store said somebody else holds it
+    assert not await a.renew(old)  # a lost lease stays lost
     assert (await b.holder(SEAT)).epoch == new.epoch
+
+
+async def test_a_key_never_taken_reads_epoch_zero(backend):
+    a, _ = await _nodes(backend)
+    assert await a.epoch(seat_key("nobody")) == 0
+    lease = await a.acquire(seat_key("nobody"))
+    assert await a.epoch(seat_key("nobody")) == lease.epoch >= 1
+
+
+@pytest.mark.parametrize("answer_lost", [False, True], ids=["renewed", "renewed-after-a-lost-answer"])
+async def test_a_renewed_lease_left_behind_leaves_the_store_after_its_lifetime(backend, answer_lost):
+    """A node that renewed and then died leaves no entry for ever: each renewal carries the
+    store-side lifetime (twice the lease's ttl), as the first write did -- the one retried
+    from the store's latest revision after a lost answer too."""
+    a, _ = await _nodes(backend)
+    key = duty_key("probe")
+    lease = await a.acquire(key, ttl=1)
+    backend.elapse(0.5)
+    if answer_lost:
+        assert await a.renew(dataclasses.replace(lease))  # landed; its caller never heard
+    assert await a.renew(lease)
+    backend.elapse(2)
+
+    async def gone() -> bool:
+        return await a.store.get(LEASES_BUCKET, key) is None
+
+    await eventually(gone, message="the renewed entry's store lifetime to take it")
 
 
 async def test_a_renew_whose_answer_was_lost_keeps_the_lease(backend):
@@ -147,6 +176,11 @@ async def test_presence_leases_carry_roles_and_labels_and_list_the_fleet(backend
     assert await b.renew(pb)
     backend.elapse(TTL / 2)  # node-a's presence lapses, node-b's was renewed
     assert [r.key for r in await a.list("node:")] == [presence_key("node-b")]
+    # the renewal kept what the lease says: its roles and labels, when it was first taken
+    [renewed] = await a.list("node:")
+    assert renewed.data == {"roles": ["workers"], "labels": []}
+    assert (renewed.acquired_at, renewed.renewed_at, renewed.expires_at) == (pb.acquired_at, pb.last_renewed, pb.last_renewed + TTL)
+    assert renewed.revision == pb.revision and renewed.epoch == pb.epoch
 
 
 async def test_a_duty_lease_may_have_its_own_ttl(backend):
