@@ -254,6 +254,49 @@ async def test_the_keeper_loop_renews_on_its_interval_until_stopped(backend):
     assert reported == [] and not lease.lost
 
 
+async def test_the_keeper_awaits_a_callback_that_is_a_coroutine(backend):
+    a, b = await _nodes(backend)
+    reported, taken = [], []
+
+    async def on_lost(lease):
+        reported.append(lease)
+
+    async def on_taken(lease):
+        taken.append(lease)
+
+    keeper = LeaseKeeper(a, on_lost=on_lost)
+    lease = await a.acquire(SEAT)
+    keeper.add(lease)
+    backend.elapse(TTL)
+    assert await b.acquire(SEAT) is not None
+    assert await keeper.renew_once() == [lease]
+    assert reported == [lease]
+    keeper.hold(seat_key("bob"), on_taken=on_taken)
+    [bob] = await keeper.retake_once()
+    assert taken == [bob] and bob.key == seat_key("bob")
+
+
+async def test_a_stopped_keeper_starts_again_and_letting_go_of_an_unheld_key_is_nothing(backend):
+    a, _ = await _nodes(backend)
+    keeper = LeaseKeeper(a, interval=0.05)
+    keeper.let_go(seat_key("never-held"))
+    lease = await a.acquire(SEAT)
+    keeper.add(lease)
+    keeper.start()
+    await keeper.stop()
+    keeper.start()
+    try:
+        backend.elapse(TTL / 3)
+        target = backend.clock()
+
+        async def renewed() -> bool:
+            return lease.last_renewed == target
+
+        await eventually(renewed, message="the restarted keeper's loop to renew")
+    finally:
+        await keeper.stop()
+
+
 async def test_two_nodes_racing_for_a_lease_get_one_winner(backend):
     import asyncio
 
