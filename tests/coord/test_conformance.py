@@ -187,8 +187,16 @@ async def test_an_existing_bucket_is_adopted_as_found(coord):
     first = await coord.ensure_bucket("crewlet_adopted", max_age=3600)
     again = await coord.ensure_bucket("crewlet_adopted", max_age=60)
     assert first.max_age == again.max_age == 3600
+    assert first.name == again.name == "crewlet_adopted"
     plain = await coord.ensure_bucket("crewlet_plain")
     assert plain.max_age is None
+
+
+@pytest.mark.parametrize("max_age", [0, -1])
+async def test_a_bucket_age_that_is_not_positive_is_refused(coord, max_age):
+    with pytest.raises(CoordError) as refused:
+        await coord.ensure_bucket("crewlet_ageless", max_age=max_age)
+    assert str(refused.value) == f"coord: bucket crewlet_ageless: max_age {max_age!r} must be positive, or None"
 
 
 async def test_an_unprovisioned_bucket_is_named_as_missing(coord):
