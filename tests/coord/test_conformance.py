@@ -199,6 +199,15 @@ async def test_a_bucket_age_that_is_not_positive_is_refused(coord, max_age):
     assert str(refused.value) == f"coord: bucket crewlet_ageless: max_age {max_age!r} must be positive, or None"
 
 
+@pytest.mark.parametrize("ttl", [0, -5])
+async def test_a_ttl_that_is_not_positive_is_refused(coord, ttl):
+    b = await _bucket(coord)
+    with pytest.raises(CoordError) as refused:
+        await coord.create(b, "k", b"v", ttl=ttl)
+    assert str(refused.value) == f"coord: ttl {ttl!r}: a lifetime must be positive"
+    assert await coord.get(b, "k") is None
+
+
 async def test_an_unprovisioned_bucket_is_named_as_missing(coord):
     for call in (coord.get("crewlet_nowhere", "k"), coord.create("crewlet_nowhere", "k", b"v"),
                  coord.keys("crewlet_nowhere")):
@@ -210,8 +219,9 @@ async def test_bad_names_are_refused(coord):
     with pytest.raises(InvalidName):
         await coord.ensure_bucket("leases")
     b = await _bucket(coord)
-    with pytest.raises(InvalidName):
+    with pytest.raises(InvalidName) as refused:
         await coord.create(b, "", b"v")
+    assert str(refused.value) == "coord: key '': a key is a non-empty string"
     with pytest.raises(CoordError):
         await coord.create(b, "k", "not bytes")  # type: ignore[arg-type]
 

@@ -272,9 +272,10 @@ async def test_the_keeper_awaits_a_callback_that_is_a_coroutine(backend):
     assert await b.acquire(SEAT) is not None
     assert await keeper.renew_once() == [lease]
     assert reported == [lease]
-    keeper.hold(seat_key("bob"), on_taken=on_taken)
+    keeper.hold(seat_key("bob"), ttl=45 * 60, data={"why": "standing"}, on_taken=on_taken)
     [bob] = await keeper.retake_once()
     assert taken == [bob] and bob.key == seat_key("bob")
+    assert bob.ttl == 45 * 60 and bob.data == {"why": "standing"}  # retaken as the claim says
 
 
 async def test_a_stopped_keeper_starts_again_and_letting_go_of_an_unheld_key_is_nothing(backend):
