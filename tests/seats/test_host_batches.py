@@ -104,9 +104,10 @@ async def test_a_turn_that_raises_is_abandoned_once_recorded_and_never_run_again
     assert (skip.get("trigger_id"), skip.get("trigger_type"), skip.get("reason"), skip.get("abandoned"), skip.get("detail")) == \
         (str(m1.id), m1.type, ABANDONED["raised"], True, detail)
     assert skip.get("worked_by_turn_id") == turn_id and skip.get("agent_handle") == "alice" and skip.get("agent_role") == "engineer"
+    assert skip.get("conversation_key") == "slack:C4:1"
     [breach] = rig.published.of("turn.guard_breach")
-    assert (breach.get("guard"), breach.get("turn_id"), breach.get("detail"), breach.get("agent_handle")) == \
-        ("turn_error", turn_id, detail, "alice")
+    assert (breach.get("guard"), breach.get("turn_id"), breach.get("detail"), breach.get("agent_handle"), breach.get("conversation_key")) == \
+        ("turn_error", turn_id, detail, "alice", "slack:C4:1")
     # what GET /seats shows of the seat: its last error and its last turn
     shown = rig.host().describe()
     assert {k: v for k, v in shown["last_error"].items() if k != "at"} == {"turn_id": turn_id, "outcome": "failed", "error": detail}
