@@ -4,6 +4,7 @@ Lease time runs on the backend's FakeClock, so a TTL is stepped over rather than
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -276,6 +277,26 @@ async def test_the_keeper_awaits_a_callback_that_is_a_coroutine(backend):
     [bob] = await keeper.retake_once()
     assert taken == [bob] and bob.key == seat_key("bob")
     assert bob.ttl == 45 * 60 and bob.data == {"why": "standing"}  # retaken as the claim says
+
+
+async def test_a_retake_goes_past_a_claim_held_here_held_elsewhere_refused_or_let_go_while_taken(backend):
+    a, b = await _nodes(backend)
+    keeper = LeaseKeeper(a)
+    mine = await a.acquire(seat_key("held-here"))
+    keeper.hold(seat_key("held-here"), lease=mine)
+    assert await b.acquire(seat_key("held-elsewhere")) is not None
+    keeper.hold(seat_key("held-elsewhere"))
+    keeper.hold(seat_key("let-go"))
+    keeper.hold("")  # a claim the store refuses to take (an empty key): the next claims are still taken
+    keeper.hold(seat_key("free"))
+    retake = asyncio.create_task(keeper.retake_once())
+    await asyncio.sleep(0)  # the step is under way: it has asked the store for its first claim
+    keeper.let_go(seat_key("let-go"))
+    taken = await retake
+    assert [lease.key for lease in taken] == [seat_key("free")]
+    assert await a.holder(seat_key("let-go")) is None  # taken while let go of: given straight back
+    assert (await a.holder(seat_key("held-elsewhere"))).holder == "node-b"
+    assert sorted(lease.key for lease in keeper.leases) == [seat_key("free"), seat_key("held-here")]
 
 
 async def test_a_stopped_keeper_starts_again_and_letting_go_of_an_unheld_key_is_nothing(backend):
