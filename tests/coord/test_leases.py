@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from engine.coord.contract import Unavailable
+from engine.coord.contract import CoordError, Unavailable
 from engine.coord.keeper import LeaseKeeper
 from engine.coord.leases import (
     LEASES_BUCKET,
@@ -40,6 +40,7 @@ async def test_one_holder_at_a_time(backend):
     for node in (a, b):
         held = await node.holder(SEAT)
         assert (held.holder, held.epoch) == ("node-a", lease.epoch)
+        assert (held.acquired_at, held.renewed_at, held.expires_at) == (lease.acquired_at, lease.acquired_at, lease.acquired_at + TTL)
 
 
 async def test_a_renew_extends_the_lease(backend):
@@ -126,6 +127,15 @@ async def test_a_stale_release_does_not_free_the_new_holder(backend):
     assert (await b.holder(SEAT)).epoch == new.epoch
 
 
+async def test_a_lease_whose_ttl_leaves_no_room_for_the_margin_is_refused_naming_both(backend):
+    none = LeaseManager(await backend.store("node-a"), "node-a", TTL, backend.clock, safety_margin=0)
+    assert (await none.acquire(SEAT)).safety_margin == 0  # no margin at all is a margin
+    wide = LeaseManager(await backend.store("node-b"), "node-b", TTL, backend.clock, safety_margin=10)
+    with pytest.raises(CoordError) as refused:
+        await wide.acquire(duty_key("short"), ttl=10)
+    assert str(refused.value) == f"coord: {duty_key('short')}: a lease TTL of 10.0 leaves no room for a 10 s margin"
+
+
 async def test_a_key_never_taken_reads_epoch_zero(backend):
     a, _ = await _nodes(backend)
     assert await a.epoch(seat_key("nobody")) == 0
@@ -133,18 +143,24 @@ async def test_a_key_never_taken_reads_epoch_zero(backend):
     assert await a.epoch(seat_key("nobody")) == lease.epoch >= 1
 
 
-@pytest.mark.parametrize("answer_lost", [False, True], ids=["renewed", "renewed-after-a-lost-answer"])
-async def test_a_renewed_lease_left_behind_leaves_the_store_after_its_lifetime(backend, answer_lost):
-    """A node that renewed and then died leaves no entry for ever: each renewal carries the
-    store-side lifetime (twice the lease's ttl), as the first write did -- the one retried
-    from the store's latest revision after a lost answer too."""
-    a, _ = await _nodes(backend)
+@pytest.mark.parametrize("how", ["taken", "taken-over", "renewed", "renewed-after-a-lost-answer"])
+async def test_a_lease_left_behind_leaves_the_store_after_its_lifetime(backend, how):
+    """A node that died holding a lease leaves no entry for ever: each write of it carries the
+    store-side lifetime (twice the lease's ttl) -- the first take, a take-over of an expired
+    holder's entry, a renewal, and a renewal retried from the store's latest revision after a
+    lost answer."""
+    a, b = await _nodes(backend)
     key = duty_key("probe")
     lease = await a.acquire(key, ttl=1)
+    if how == "taken-over":
+        backend.elapse(1)
+        a, lease = b, await b.acquire(key, ttl=1)
+        assert lease is not None
     backend.elapse(0.5)
-    if answer_lost:
+    if how == "renewed-after-a-lost-answer":
         assert await a.renew(dataclasses.replace(lease))  # landed; its caller never heard
-    assert await a.renew(lease)
+    if how.startswith("renewed"):
+        assert await a.renew(lease)
     backend.elapse(2)
 
     async def gone() -> bool:
