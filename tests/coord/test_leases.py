@@ -136,6 +136,24 @@ async def test_a_lease_whose_ttl_leaves_no_room_for_the_margin_is_refused_naming
     assert str(refused.value) == f"coord: {duty_key('short')}: a lease TTL of 10.0 leaves no room for a 10 s margin"
 
 
+@pytest.mark.parametrize("ttl, margin, why", [
+    (0, None, "coordination.lease_ttl_seconds: 0 must be positive"),
+    (-45, None, "coordination.lease_ttl_seconds: -45 must be positive"),
+    (TTL, TTL, "lease safety margin 45.0: must be at least 0 and below the TTL (45.0)"),
+    (TTL, -1, "lease safety margin -1: must be at least 0 and below the TTL (45.0)"),
+], ids=["zero ttl", "negative ttl", "margin as long as the ttl", "negative margin"])
+async def test_lease_settings_that_leave_no_lease_are_refused_naming_the_setting(backend, ttl, margin, why):
+    with pytest.raises(CoordError) as refused:
+        LeaseManager(await backend.store("node-a"), "node-a", ttl, backend.clock, safety_margin=margin)
+    assert str(refused.value) == f"coord: {why}"
+
+
+async def test_a_one_second_lease_with_no_margin_is_a_lease(backend):
+    brief = LeaseManager(await backend.store("node-a"), "node-a", 1, backend.clock, safety_margin=0)
+    lease = await brief.acquire(SEAT)
+    assert (lease.ttl, lease.safety_margin, lease.data) == (1.0, 0, {})
+
+
 async def test_a_key_never_taken_reads_epoch_zero(backend):
     a, _ = await _nodes(backend)
     assert await a.epoch(seat_key("nobody")) == 0
