@@ -11,6 +11,7 @@ import pytest
 
 from engine.coord.contract import CoordError, Unavailable
 from engine.coord.keeper import LeaseKeeper
+from engine.coord.local import LocalCoord
 from engine.coord.leases import (
     LEASES_BUCKET,
     LeaseManager,
@@ -152,6 +153,16 @@ async def test_a_one_second_lease_with_no_margin_is_a_lease(backend):
     brief = LeaseManager(await backend.store("node-a"), "node-a", 1, backend.clock, safety_margin=0)
     lease = await brief.acquire(SEAT)
     assert (lease.ttl, lease.safety_margin, lease.data) == (1.0, 0, {})
+
+
+async def test_the_epochs_live_in_the_store_given_for_them(backend):
+    """`coordination.type: local` keeps the leases in process and the fencing epochs on the
+    records' store: a restarted node, its in-process leases gone, still takes a larger epoch."""
+    records = await backend.store("node-a")
+    before = LeaseManager(LocalCoord(clock=backend.clock), "node-a", TTL, backend.clock, epochs=records)
+    lease = await before.acquire(SEAT)
+    after = LeaseManager(LocalCoord(clock=backend.clock), "node-a", TTL, backend.clock, epochs=records)
+    assert (await after.acquire(SEAT)).epoch == lease.epoch + 1
 
 
 async def test_a_key_never_taken_reads_epoch_zero(backend):
