@@ -216,8 +216,9 @@ async def test_an_unprovisioned_bucket_is_named_as_missing(coord):
 
 
 async def test_bad_names_are_refused(coord):
-    with pytest.raises(InvalidName):
+    with pytest.raises(InvalidName) as refused:
         await coord.ensure_bucket("leases")
+    assert str(refused.value) == "coord: bucket 'leases': a coordination bucket is named crewlet_<name> (letters, digits, '_' and '-')"
     b = await _bucket(coord)
     with pytest.raises(InvalidName) as refused:
         await coord.create(b, "", b"v")
