@@ -81,8 +81,14 @@ clean:
 # seats/host.py, notify/sources/ and engine/coord/ (the ledger is engine/coord/ledger.py), each
 # mutant run against the in-process tests that reach it. mutmut 3 mutates code inside functions
 # only: module constants (MAX_DELIVERIES and the like) are pinned by tests/test_contract_numbers.py.
-# Not part of `make test`. `make mutants MUTANTS='engine.coord.ledger*'` runs only the matching
-# mutants; results stay in mutants/ (`.venv/bin/mutmut results`, `.venv/bin/mutmut show NAME`).
+# Not part of `make test`. `make mutants MUTANTS='notify.sources*'` tests only the mutants whose
+# names match (mutmut's `run NAME-GLOB...`; names read `notify.sources.slack.xǁSlackǁverify__mutmut_3`,
+# so 'seats.host.*_settle__*' picks one function; several globs go space-separated in the quotes).
+# Every run still writes all the scope's mutants (about 20 s the first time, under a second after)
+# and, the first time or after the test selection changes, runs the selected tests once to map
+# them to functions (a few minutes); the progress line counts over the whole scope (N/5242), not
+# over the filter. A named mutant is tested again even when mutants/ holds its result. Results stay
+# in mutants/ (`.venv/bin/mutmut results`, `.venv/bin/mutmut show NAME`).
 MUTANTS ?=
 MUTANT_CHILDREN ?= 2
 $(VENV)/.mutmut: pyproject.toml | $(STAMP)
@@ -90,7 +96,7 @@ $(VENV)/.mutmut: pyproject.toml | $(STAMP)
 	@touch $@
 
 mutants: setup $(VENV)/.mutmut
-	@set -a && source $(DEV_ENV) && set +a && $(VENV)/bin/mutmut run --max-children $(MUTANT_CHILDREN) $(MUTANTS); \
+	@set -f && set -a && source $(DEV_ENV) && set +a && $(VENV)/bin/mutmut run --max-children $(MUTANT_CHILDREN) $(MUTANTS); \
 	status=$$?; $(VENV)/bin/mutmut results | grep -v ": not checked$$"; exit $$status
 
 # An operator account for the dashboard and /admin/: asked for at a terminal; without one, taken

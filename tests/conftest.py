@@ -58,3 +58,18 @@ def _close_connections_left_in_the_sync_thread():
     from django.db import connections
 
     SyncToAsync.single_thread_executor.submit(connections.close_all).result(timeout=30)
+
+
+# A process forked from one that already ran tests (mutmut forks one per mutant, `make mutants`)
+# inherits that thread's executor but not the thread: the executor counts its worker idle and
+# starts none, so every thread-sensitive call, the fixture above among them, would wait forever.
+# The child gets an executor of its own.
+def _fresh_sync_thread_after_fork():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from asgiref.sync import SyncToAsync
+
+    SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
+
+
+os.register_at_fork(after_in_child=_fresh_sync_thread_after_fork)

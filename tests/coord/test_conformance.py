@@ -87,6 +87,20 @@ async def test_a_conditional_delete_refuses_a_stale_revision(coord):
     assert await coord.get(b, "k") is None
 
 
+async def test_a_conditional_delete_of_a_key_that_holds_nothing_is_refused(coord):
+    b = await _bucket(coord)
+    for expected in (1, 5):
+        with pytest.raises(RevisionMismatch):
+            await coord.delete(b, "never", expected_revision=expected)
+
+
+async def test_a_delete_takes_the_buckets_next_revision_as_a_write_does(coord):
+    b = await _bucket(coord)
+    first = await coord.put(b, "k", b"one")
+    await coord.delete(b, "k")
+    assert await coord.put(b, "k", b"two") == first + 2
+
+
 async def test_deleting_a_key_with_no_value_is_not_an_error(coord):
     b = await _bucket(coord)
     await coord.delete(b, "never")
@@ -138,6 +152,24 @@ async def test_a_value_older_than_its_bucket_age_is_gone(backend, coord):
     await coord.create(b, "k", b"again")  # an aged-out key is free
 
 
+async def test_a_value_put_updated_or_deleted_in_an_aged_bucket_ages_out_alike(backend, coord):
+    b = await _bucket(coord, "crewlet_aged", max_age=backend.short_age)
+    await coord.put(b, "put", b"v")
+    rev = await coord.create(b, "updated", b"v")
+    await coord.update(b, "updated", b"w", rev)
+    await coord.create(b, "deleted", b"v")
+    await coord.delete(b, "deleted")
+    assert await coord.get(b, "deleted") is None
+    assert await coord.keys(b) == ["put", "updated"]
+    backend.elapse(backend.short_age)
+
+    async def gone() -> bool:
+        return await coord.keys(b) == []
+
+    await eventually(gone, message="the bucket's age to take every value")
+    assert await coord.get(b, "put") is None and await coord.get(b, "updated") is None
+
+
 async def test_a_value_created_with_a_ttl_expires_alone(backend, coord):
     b = await _bucket(coord)
     await coord.create(b, "short", b"v", ttl=backend.short_age)
@@ -155,8 +187,25 @@ async def test_an_existing_bucket_is_adopted_as_found(coord):
     first = await coord.ensure_bucket("crewlet_adopted", max_age=3600)
     again = await coord.ensure_bucket("crewlet_adopted", max_age=60)
     assert first.max_age == again.max_age == 3600
+    assert first.name == again.name == "crewlet_adopted"
     plain = await coord.ensure_bucket("crewlet_plain")
     assert plain.max_age is None
+
+
+@pytest.mark.parametrize("max_age", [0, -1])
+async def test_a_bucket_age_that_is_not_positive_is_refused(coord, max_age):
+    with pytest.raises(CoordError) as refused:
+        await coord.ensure_bucket("crewlet_ageless", max_age=max_age)
+    assert str(refused.value) == f"coord: bucket crewlet_ageless: max_age {max_age!r} must be positive, or None"
+
+
+@pytest.mark.parametrize("ttl", [0, -5])
+async def test_a_ttl_that_is_not_positive_is_refused(coord, ttl):
+    b = await _bucket(coord)
+    with pytest.raises(CoordError) as refused:
+        await coord.create(b, "k", b"v", ttl=ttl)
+    assert str(refused.value) == f"coord: ttl {ttl!r}: a lifetime must be positive"
+    assert await coord.get(b, "k") is None
 
 
 async def test_an_unprovisioned_bucket_is_named_as_missing(coord):
@@ -167,11 +216,13 @@ async def test_an_unprovisioned_bucket_is_named_as_missing(coord):
 
 
 async def test_bad_names_are_refused(coord):
-    with pytest.raises(InvalidName):
+    with pytest.raises(InvalidName) as refused:
         await coord.ensure_bucket("leases")
+    assert str(refused.value) == "coord: bucket 'leases': a coordination bucket is named crewlet_<name> (letters, digits, '_' and '-')"
     b = await _bucket(coord)
-    with pytest.raises(InvalidName):
+    with pytest.raises(InvalidName) as refused:
         await coord.create(b, "", b"v")
+    assert str(refused.value) == "coord: key '': a key is a non-empty string"
     with pytest.raises(CoordError):
         await coord.create(b, "k", "not bytes")  # type: ignore[arg-type]
 
@@ -205,10 +256,12 @@ async def test_a_rewrite_sets_the_value_s_lifetime_afresh(backend, coord):
     await coord.update(b, "kept", b"w", rev)  # no ttl: this value has none
     await coord.put(b, "short", b"v")
     await coord.put(b, "short", b"w", ttl=backend.short_age)
+    renewed = await coord.create(b, "renewed", b"v")
+    await coord.update(b, "renewed", b"w", renewed, ttl=backend.short_age)  # a renewal carrying a ttl
     backend.elapse(backend.short_age)
 
     async def gone() -> bool:
-        return await coord.get(b, "short") is None
+        return await coord.get(b, "short") is None and await coord.get(b, "renewed") is None
 
     await eventually(gone, message="the rewritten value's ttl to take it")
     assert (await coord.get(b, "kept")).value == b"w"

@@ -4,12 +4,14 @@ Lease time runs on the backend's FakeClock, so a TTL is stepped over rather than
 """
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
 
-from engine.coord.contract import Unavailable
+from engine.coord.contract import CoordError, Unavailable
 from engine.coord.keeper import LeaseKeeper
+from engine.coord.local import LocalCoord
 from engine.coord.leases import (
     LEASES_BUCKET,
     LeaseManager,
@@ -39,6 +41,7 @@ async def test_one_holder_at_a_time(backend):
     for node in (a, b):
         held = await node.holder(SEAT)
         assert (held.holder, held.epoch) == ("node-a", lease.epoch)
+        assert (held.acquired_at, held.renewed_at, held.expires_at) == (lease.acquired_at, lease.acquired_at, lease.acquired_at + TTL)
 
 
 async def test_a_renew_extends_the_lease(backend):
@@ -120,7 +123,79 @@ async def test_a_stale_release_does_not_free_the_new_holder(backend):
     backend.elapse(TTL)
     new = await b.acquire(SEAT)
     assert not await a.release(old)
+    assert old.lost  # the store said somebody else holds it
+    assert not await a.renew(old)  # a lost lease stays lost
     assert (await b.holder(SEAT)).epoch == new.epoch
+
+
+async def test_a_lease_whose_ttl_leaves_no_room_for_the_margin_is_refused_naming_both(backend):
+    none = LeaseManager(await backend.store("node-a"), "node-a", TTL, backend.clock, safety_margin=0)
+    assert (await none.acquire(SEAT)).safety_margin == 0  # no margin at all is a margin
+    wide = LeaseManager(await backend.store("node-b"), "node-b", TTL, backend.clock, safety_margin=10)
+    with pytest.raises(CoordError) as refused:
+        await wide.acquire(duty_key("short"), ttl=10)
+    assert str(refused.value) == f"coord: {duty_key('short')}: a lease TTL of 10.0 leaves no room for a 10 s margin"
+
+
+@pytest.mark.parametrize("ttl, margin, why", [
+    (0, None, "coordination.lease_ttl_seconds: 0 must be positive"),
+    (-45, None, "coordination.lease_ttl_seconds: -45 must be positive"),
+    (TTL, TTL, "lease safety margin 45.0: must be at least 0 and below the TTL (45.0)"),
+    (TTL, -1, "lease safety margin -1: must be at least 0 and below the TTL (45.0)"),
+], ids=["zero ttl", "negative ttl", "margin as long as the ttl", "negative margin"])
+async def test_lease_settings_that_leave_no_lease_are_refused_naming_the_setting(backend, ttl, margin, why):
+    with pytest.raises(CoordError) as refused:
+        LeaseManager(await backend.store("node-a"), "node-a", ttl, backend.clock, safety_margin=margin)
+    assert str(refused.value) == f"coord: {why}"
+
+
+async def test_a_one_second_lease_with_no_margin_is_a_lease(backend):
+    brief = LeaseManager(await backend.store("node-a"), "node-a", 1, backend.clock, safety_margin=0)
+    lease = await brief.acquire(SEAT)
+    assert (lease.ttl, lease.safety_margin, lease.data) == (1.0, 0, {})
+
+
+async def test_the_epochs_live_in_the_store_given_for_them(backend):
+    """`coordination.type: local` keeps the leases in process and the fencing epochs on the
+    records' store: a restarted node, its in-process leases gone, still takes a larger epoch."""
+    records = await backend.store("node-a")
+    before = LeaseManager(LocalCoord(clock=backend.clock), "node-a", TTL, backend.clock, epochs=records)
+    lease = await before.acquire(SEAT)
+    after = LeaseManager(LocalCoord(clock=backend.clock), "node-a", TTL, backend.clock, epochs=records)
+    assert (await after.acquire(SEAT)).epoch == lease.epoch + 1
+
+
+async def test_a_key_never_taken_reads_epoch_zero(backend):
+    a, _ = await _nodes(backend)
+    assert await a.epoch(seat_key("nobody")) == 0
+    lease = await a.acquire(seat_key("nobody"))
+    assert await a.epoch(seat_key("nobody")) == lease.epoch >= 1
+
+
+@pytest.mark.parametrize("how", ["taken", "taken-over", "renewed", "renewed-after-a-lost-answer"])
+async def test_a_lease_left_behind_leaves_the_store_after_its_lifetime(backend, how):
+    """A node that died holding a lease leaves no entry for ever: each write of it carries the
+    store-side lifetime (twice the lease's ttl) -- the first take, a take-over of an expired
+    holder's entry, a renewal, and a renewal retried from the store's latest revision after a
+    lost answer."""
+    a, b = await _nodes(backend)
+    key = duty_key("probe")
+    lease = await a.acquire(key, ttl=1)
+    if how == "taken-over":
+        backend.elapse(1)
+        a, lease = b, await b.acquire(key, ttl=1)
+        assert lease is not None
+    backend.elapse(0.5)
+    if how == "renewed-after-a-lost-answer":
+        assert await a.renew(dataclasses.replace(lease))  # landed; its caller never heard
+    if how.startswith("renewed"):
+        assert await a.renew(lease)
+    backend.elapse(2)
+
+    async def gone() -> bool:
+        return await a.store.get(LEASES_BUCKET, key) is None
+
+    await eventually(gone, message="the renewed entry's store lifetime to take it")
 
 
 async def test_a_renew_whose_answer_was_lost_keeps_the_lease(backend):
@@ -147,6 +222,11 @@ async def test_presence_leases_carry_roles_and_labels_and_list_the_fleet(backend
     assert await b.renew(pb)
     backend.elapse(TTL / 2)  # node-a's presence lapses, node-b's was renewed
     assert [r.key for r in await a.list("node:")] == [presence_key("node-b")]
+    # the renewal kept what the lease says: its roles and labels, when it was first taken
+    [renewed] = await a.list("node:")
+    assert renewed.data == {"roles": ["workers"], "labels": []}
+    assert (renewed.acquired_at, renewed.renewed_at, renewed.expires_at) == (pb.acquired_at, pb.last_renewed, pb.last_renewed + TTL)
+    assert renewed.revision == pb.revision and renewed.epoch == pb.epoch
 
 
 async def test_a_duty_lease_may_have_its_own_ttl(backend):
@@ -187,6 +267,7 @@ async def test_an_unanswered_renew_keeps_the_lease_until_exclusivity_runs_out(ba
     keeper.add(lease)
     await backend.outage()
     backend.elapse(TTL / 3)
+    assert not await a.renew(lease)  # not renewed: the store said nothing
     assert await keeper.renew_once() == []  # the store said nothing: not lost, still exclusive
     assert not lease.lost and lease.is_exclusive(backend.clock())
     backend.elapse(TTL / 3)
@@ -218,6 +299,70 @@ async def test_the_keeper_loop_renews_on_its_interval_until_stopped(backend):
     finally:
         await keeper.stop()
     assert reported == [] and not lease.lost
+
+
+async def test_the_keeper_awaits_a_callback_that_is_a_coroutine(backend):
+    a, b = await _nodes(backend)
+    reported, taken = [], []
+
+    async def on_lost(lease):
+        reported.append(lease)
+
+    async def on_taken(lease):
+        taken.append(lease)
+
+    keeper = LeaseKeeper(a, on_lost=on_lost)
+    lease = await a.acquire(SEAT)
+    keeper.add(lease)
+    backend.elapse(TTL)
+    assert await b.acquire(SEAT) is not None
+    assert await keeper.renew_once() == [lease]
+    assert reported == [lease]
+    keeper.hold(seat_key("bob"), ttl=45 * 60, data={"why": "standing"}, on_taken=on_taken)
+    [bob] = await keeper.retake_once()
+    assert taken == [bob] and bob.key == seat_key("bob")
+    assert bob.ttl == 45 * 60 and bob.data == {"why": "standing"}  # retaken as the claim says
+
+
+async def test_a_retake_goes_past_a_claim_held_here_held_elsewhere_refused_or_let_go_while_taken(backend):
+    a, b = await _nodes(backend)
+    keeper = LeaseKeeper(a)
+    mine = await a.acquire(seat_key("held-here"))
+    keeper.hold(seat_key("held-here"), lease=mine)
+    assert await b.acquire(seat_key("held-elsewhere")) is not None
+    keeper.hold(seat_key("held-elsewhere"))
+    keeper.hold(seat_key("let-go"))
+    keeper.hold("")  # a claim the store refuses to take (an empty key): the next claims are still taken
+    keeper.hold(seat_key("free"))
+    retake = asyncio.create_task(keeper.retake_once())
+    await asyncio.sleep(0)  # the step is under way: it has asked the store for its first claim
+    keeper.let_go(seat_key("let-go"))
+    taken = await retake
+    assert [lease.key for lease in taken] == [seat_key("free")]
+    assert await a.holder(seat_key("let-go")) is None  # taken while let go of: given straight back
+    assert (await a.holder(seat_key("held-elsewhere"))).holder == "node-b"
+    assert sorted(lease.key for lease in keeper.leases) == [seat_key("free"), seat_key("held-here")]
+
+
+async def test_a_stopped_keeper_starts_again_and_letting_go_of_an_unheld_key_is_nothing(backend):
+    a, _ = await _nodes(backend)
+    keeper = LeaseKeeper(a, interval=0.05)
+    keeper.let_go(seat_key("never-held"))
+    lease = await a.acquire(SEAT)
+    keeper.add(lease)
+    keeper.start()
+    await keeper.stop()
+    keeper.start()
+    try:
+        backend.elapse(TTL / 3)
+        target = backend.clock()
+
+        async def renewed() -> bool:
+            return lease.last_renewed == target
+
+        await eventually(renewed, message="the restarted keeper's loop to renew")
+    finally:
+        await keeper.stop()
 
 
 async def test_two_nodes_racing_for_a_lease_get_one_winner(backend):

@@ -107,9 +107,9 @@ def github_comment(text: str, *, author: str = "octo-maya", repo: str = "nimbus/
 
 
 def github_pull_request(action: str, *, actor: str = "octo-maya", repo: str = "nimbus/api", number: int = 12,
-                        author: str = "octo-alice", **more) -> dict:
-    pr = {"number": number, "title": "Retry the flaky upload", "user": {"login": author}, "body": "",
-          "html_url": f"https://github.com/{repo}/pull/{number}", "assignees": [], "requested_reviewers": []}
+                        author: str = "octo-alice", body: str = "", merged: bool = False, **more) -> dict:
+    pr = {"number": number, "title": "Retry the flaky upload", "user": {"login": author}, "body": body,
+          "html_url": f"https://github.com/{repo}/pull/{number}", "assignees": [], "requested_reviewers": [], "merged": merged}
     return {"action": action, "pull_request": pr, "repository": {"full_name": repo}, "sender": {"login": actor}, **more}
 
 
@@ -128,23 +128,23 @@ def slack_message(text: str, *, channel: str = "C9", user: str = "U0MAYA", ts: s
 
 
 def gitlab_note(text: str, *, project: str = "nimbus/web", iid: int = 4, merge_request: bool = True,
-                author: str = "maya-gl") -> dict:
+                author: str = "maya-gl", note_id: int | None = None) -> dict:
     kind = "merge_request" if merge_request else "issue"
     return {"object_kind": "note", "user": {"username": author}, "project": {"path_with_namespace": project},
-            "object_attributes": {"id": next(_ids), "note": text, "noteable_type": "MergeRequest" if merge_request else "Issue",
+            "object_attributes": {"id": note_id or next(_ids), "note": text, "noteable_type": "MergeRequest" if merge_request else "Issue",
                                   "url": f"https://gitlab.example/{project}/-/{kind}s/{iid}#note_1"},
             kind: {"iid": iid, "title": "Speed up the build"}}
 
 
 def jira_event(kind: str = "comment_created", *, key: str = "POC-7", text: str = "Please look",
-               author: dict | None = None, assignee: dict | None = None, **more) -> dict:
+               author: dict | None = None, assignee: dict | None = None, comment_id: str | None = None, **more) -> dict:
     fields = {"summary": "Upload fails", "description": "Long description", "assignee": assignee,
               "status": {"name": "In Progress"}}
     body = {"webhookEvent": kind, "issue": {"key": key, "self": "https://nimbus.atlassian.net/rest/api/2/issue/1",
                                             "fields": fields},
             "user": author or {"accountId": "acc-maya", "displayName": "Maya"}, **more}
     if kind.startswith("comment"):
-        body["comment"] = {"id": str(next(_ids)), "body": text, "author": author or {"accountId": "acc-maya", "displayName": "Maya"}}
+        body["comment"] = {"id": comment_id or str(next(_ids)), "body": text, "author": author or {"accountId": "acc-maya", "displayName": "Maya"}}
     return body
 
 

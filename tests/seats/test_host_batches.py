@@ -4,6 +4,7 @@ real nats-server."""
 from __future__ import annotations
 
 import asyncio
+from datetime import datetime
 
 import pytest
 
@@ -87,8 +88,10 @@ async def test_a_turn_whose_providers_are_all_down_naks_and_newer_mail_of_its_co
 
 
 async def test_a_turn_that_raises_is_abandoned_once_recorded_and_never_run_again(rig):
+    bug = "the turn's own bug: " + "x" * 600
+
     def decide(request):
-        raise RuntimeError("the turn's own bug")
+        raise RuntimeError(bug)
 
     rig.turns.decide = decide
     m1 = mail("m1", key="slack:C4:1")
@@ -96,11 +99,21 @@ async def test_a_turn_that_raises_is_abandoned_once_recorded_and_never_run_again
     await rig.runtime.on_seat_acquired("alice", None)
     skips = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment recorded")
     [skip] = skips
-    assert (skip.get("trigger_id"), skip.get("reason"), skip.get("abandoned")) == \
-        (str(m1.id), ABANDONED["raised"], True)
-    assert "the turn's own bug" in skip.get("detail")
+    detail = f"RuntimeError: {bug}"[:500]  # the error's type and text, cut at 500 characters
+    turn_id = skip.get("turn_id")
+    assert (skip.get("trigger_id"), skip.get("trigger_type"), skip.get("reason"), skip.get("abandoned"), skip.get("detail")) == \
+        (str(m1.id), m1.type, ABANDONED["raised"], True, detail)
+    assert skip.get("worked_by_turn_id") == turn_id and skip.get("agent_handle") == "alice" and skip.get("agent_role") == "engineer"
+    assert skip.get("conversation_key") == "slack:C4:1"
     [breach] = rig.published.of("turn.guard_breach")
-    assert breach.get("guard") == "turn_error" and breach.get("turn_id") == skip.get("turn_id")
+    assert (breach.get("guard"), breach.get("turn_id"), breach.get("detail"), breach.get("agent_handle"), breach.get("conversation_key")) == \
+        ("turn_error", turn_id, detail, "alice", "slack:C4:1")
+    # what GET /seats shows of the seat: its last error and its last turn
+    shown = rig.host().describe()
+    assert {k: v for k, v in shown["last_error"].items() if k != "at"} == {"turn_id": turn_id, "outcome": "failed", "error": detail}
+    assert {k: v for k, v in shown["last_turn"].items() if k != "finished_at"} == \
+        {"turn_id": turn_id, "outcome": "failed", "trigger_id": str(m1.id), "trigger_ids": [str(m1.id)], "duration_ms": 0}
+    assert datetime.fromisoformat(shown["last_error"]["at"]) and datetime.fromisoformat(shown["last_turn"]["finished_at"])
     record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
     assert (record.turn_id, record.reason) == (skip.get("turn_id"), "abandoned")
     assert await _settled(rig)
