@@ -77,6 +77,11 @@ class Faults:
 
     def stop_node(self, index: int = 2) -> None:
         node = self.fleet.nodes[index]
+        # A node that holds no seat (an earlier fault cost it its leases and it has not claimed
+        # its share again yet) would be "taken over" the instant it stopped, resumed at once,
+        # and have nothing to let go of: the fault lands on a node with seats, so the others
+        # holding every seat means they took its seats, past its lease TTL.
+        eventually(lambda: self.fleet.seats(node), 120, f"{node.node_id} to hold a seat before it is stopped", node)
         seen = len(node.log_lines())  # its log so far (a node's log runs on across its restarts)
         node.signal(signal.SIGSTOP)
         try:
