@@ -493,12 +493,13 @@ class Node:
         await self._record(self._seat_event(AgentSpawned, handle, lease.epoch))
 
     async def _seat_released(self, handle: str, lease: Lease, reason: str) -> None:
-        # The seat's host lets go first (what it holds is deferred back to the mailbox), so
-        # nothing acts on the seat once the lease is given back.
+        # /health stops listing the seat at once: the node no longer holds it, even while its
+        # host winds down. The host lets go before the keeper does (what it holds is deferred
+        # back to the mailbox), so nothing acts on the seat once the lease is given back.
+        self.state.seats = tuple(h for h in self.state.seats if h != handle)
         if self.services.seats is not None:
             await self.services.seats.on_seat_released(handle, lease, reason)
         self.keeper.discard(lease)
-        self.state.seats = tuple(h for h in self.state.seats if h != handle)
         log.info("seat_released", extra={"seat": handle, "reason": reason})
         await self._record(self._seat_event(AgentTerminated, handle, lease.epoch, reason))
 

@@ -127,9 +127,13 @@ class ReadyWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             for node in self.fleet.nodes:
-                answer = node.probe("/ready") if node.proc is not None and node.proc.poll() is None else None
-                sample = Sample(time.time(), None) if answer is None else \
-                    Sample(time.time(), answer[0], (answer[1] or {}).get("reason", ""))
+                asked = time.time()  # when the probe was sent: a slow answer was decided about then
+                try:
+                    answer = node.probe("/ready") if node.proc is not None and node.proc.poll() is None else None
+                    body = answer[1] if answer is not None and isinstance(answer[1], dict) else {}
+                    sample = Sample(asked, None) if answer is None else Sample(asked, answer[0], str(body.get("reason", "")))
+                except Exception as exc:  # whatever a dying node answers, the sampling goes on
+                    sample = Sample(asked, None, f"{type(exc).__name__}: {exc}")
                 self.samples[node.node_id].append(sample)
             self._stop.wait(self.interval)
 

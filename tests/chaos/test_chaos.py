@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from datetime import datetime
 
 import pytest
 
@@ -84,8 +85,12 @@ class Faults:
         eventually(lambda: self.fleet.seats(node), 120, f"{node.node_id} to hold a seat before it is stopped", node)
         seen = len(node.log_lines())  # its log so far (a node's log runs on across its restarts)
         node.signal(signal.SIGSTOP)
+        stopped = time.monotonic()
         try:
             self._others_hold_every_seat(index, f"the others to take {node.node_id}'s seats past its lease TTL")
+            # The fault is a stop past the lease TTL: a seat it let go of in the instant before
+            # the stop would have let the line above pass at once.
+            eventually(lambda: time.monotonic() - stopped > (self.fleet.ttl or 45) + 1, 60, "the stop to outlast the lease TTL")
         finally:
             node.signal(signal.SIGCONT)
         # Resumed, it must not act on what it lost: its watchdog ends it (the loop stalled past a
@@ -106,12 +111,19 @@ class Faults:
 
     def drain_node(self, index: int = 0) -> None:
         node = self.fleet.nodes[index]
+        seen = len(node.log_lines())
         began = time.time()
         node.signal(signal.SIGTERM)
         assert node.wait_exit(120) == 0, node.log_text()[-3000:]
         ended = time.time()
-        said = self.watch.between(node.node_id, began + 0.3, ended)  # 0.3 s: a probe already in flight
-        assert all(s.status != 200 for s in said), f"{node.node_id} answered /ready 200 while draining"
+        # From the moment the node says it is stopping (its own log line, written once /ready says
+        # draining; a loaded host may take a moment to act on the signal), every probe asked of
+        # it must say "not ready". A probe is timed from when it was asked, not answered.
+        draining = next((datetime.fromisoformat(line["time"].replace("Z", "+00:00")).timestamp()
+                         for line in node.log_lines()[seen:] if line.get("msg") == "node_stopping"), began + 0.3)
+        said = self.watch.between(node.node_id, draining, ended)
+        assert all(s.status != 200 for s in said), \
+            f"{node.node_id} answered /ready 200 while draining: {[(round(s.at - draining, 3), s.status) for s in said][:10]}"
         self._restart(index)
 
 
