@@ -4,7 +4,6 @@ Lease time runs on the backend's FakeClock, so a TTL is stepped over rather than
 """
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 
 import pytest
@@ -334,10 +333,15 @@ async def test_a_retake_goes_past_a_claim_held_here_held_elsewhere_refused_or_le
     keeper.hold(seat_key("let-go"))
     keeper.hold("")  # a claim the store refuses to take (an empty key): the next claims are still taken
     keeper.hold(seat_key("free"))
-    retake = asyncio.create_task(keeper.retake_once())
-    await asyncio.sleep(0)  # the step is under way: it has asked the store for its first claim
-    keeper.let_go(seat_key("let-go"))
-    taken = await retake
+    acquire = a.acquire
+
+    async def let_go_while_taking(key, **kw):  # the claim is let go of while its take is in flight
+        if key == seat_key("let-go"):
+            keeper.let_go(key)
+        return await acquire(key, **kw)
+
+    a.acquire = let_go_while_taking
+    taken = await keeper.retake_once()
     assert [lease.key for lease in taken] == [seat_key("free")]
     assert await a.holder(seat_key("let-go")) is None  # taken while let go of: given straight back
     assert (await a.holder(seat_key("held-elsewhere"))).holder == "node-b"
