@@ -31,6 +31,10 @@ round, so a lease lost while it ran is no completed turn), a person's stop, the 
                             when the host cancels a running turn (`interrupted`, error_kind
                             `released`), so every turn that started has an end
 
+The three opening records are published one after another while the conversation's memory is
+read, their acks awaited together before the first round (three broker round trips and a
+store read cost about one); every later record is awaited before the next step.
+
 The turn's span (`agent.turn`) is a child of the trigger's span, restored from the trigger's
 envelope, and every event carries trace_of() of the span that emitted it. A provider failure, a
 tool failure and a guard are outcomes; an exception raised by the turn's own code propagates
@@ -273,6 +277,7 @@ class _Turn:
             "trigger_ids": [str(e.id) for e in (request.constituents or [trigger])],
         }
         self._live: set[asyncio.Task] = set()
+        self._unacked: list[asyncio.Future] = []  # records published by `_send`, their acks not yet awaited
         self.ending: asyncio.Future | None = None  # the publish of agent_turn_completed, once begun
         self.ended: TurnResult | None = None
 
@@ -280,6 +285,22 @@ class _Turn:
     async def emit(self, data: EventData) -> None:
         """Publish `data` stamped with the turn's tags, under the span that is current now."""
         await self.engine.publish(self._event(data))
+
+    def _send(self, data: EventData) -> None:
+        """Publish `data` as `emit` does, without waiting for the broker's ack here: records sent
+        one after another reach the broker in that order (each publish is started in turn and
+        hands its message to the connection before it waits), and `_acked` waits for them."""
+        task = asyncio.ensure_future(self.engine.publish(self._event(data)))
+        task.add_done_callback(_retrieved)
+        self._unacked.append(task)
+
+    async def _acked(self) -> None:
+        """Wait for the broker's ack of every record `_send` published; the first that failed
+        raises once all are settled."""
+        sent, self._unacked = self._unacked, []
+        for outcome in await asyncio.gather(*sent, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     def _event(self, data: EventData) -> Event:
         stamped = data.model_copy(update=self.tags)
@@ -348,7 +369,10 @@ class _Turn:
 
     async def _run(self, started: float) -> TurnResult:
         req = self.request
-        await self.emit(AgentTurnStarted(**self.trigger_fields))
+        # The opening records go out while the memory is read, and are acknowledged together
+        # before the first round: a broker that did not take one fails the turn before the model
+        # is paid, as a record awaited on its own would.
+        self._send(AgentTurnStarted(**self.trigger_fields))
         guards = Guards(req.company, req.seat, req.trigger)
         memory = TurnMemory(self.engine.memory, req.seat.handle, req.trigger, req.company.turns.memory_tokens,
                             constituents=req.constituents)
@@ -363,8 +387,9 @@ class _Turn:
         phase_started = self.engine.clock()
         # agent.turn.<phase>: the phase's rounds and its record hang under it (seed 002, "How Traces Flow").
         with tracing.span(tracing.turn_phase(PHASE), phase=PHASE, agent=req.seat.handle):
-            await self.emit(AgentPhaseStarted(phase=PHASE, iteration=1, model=first.model, provider_key=first.key))
-            await self.emit(PromptSize(phase=PHASE, iteration=1, **prompt_size(system, user, history, toolbox.specs)))
+            self._send(AgentPhaseStarted(phase=PHASE, iteration=1, model=first.model, provider_key=first.key))
+            self._send(PromptSize(phase=PHASE, iteration=1, **prompt_size(system, user, history, toolbox.specs)))
+            await self._acked()
             phase = _Phase()
             breach = guards.at_start()
             if breach is not None:
@@ -554,6 +579,13 @@ class _Turn:
         req = self.request
         return {"trigger_summary": req.trigger.summary(), "seat": req.seat.handle,
                 "role": req.seat.role or "", "turn": req.turn_id}
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    """A record's publish that failed while the turn was ending another way is not "never
+    retrieved": whoever awaits it (`_acked`) raises it, and otherwise the turn's own end stands."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _within(seconds: float | None, awaitable: Awaitable) -> Any:
