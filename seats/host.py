@@ -416,7 +416,7 @@ class SeatHost:
         deadline = time.monotonic() + LEDGER_RETRY_SECONDS
         while True:
             try:
-                await self.ledger.record_worked(self.handle, trigger_id, request.turn_id, reason=why)
+                await self.ledger.mark_worked(self.handle, trigger_id, request.turn_id, reason=why)
                 return
             except Unavailable:
                 if time.monotonic() + STORE_RETRY_SECONDS > deadline:
