@@ -276,7 +276,7 @@ class _Turn:
             "trigger_type": trigger.type,
             "trigger_ids": [str(e.id) for e in (request.constituents or [trigger])],
         }
-        self._live: set[asyncio.Task] = set()
+        self._live: dict[asyncio.Task, asyncio.Event] = {}  # live signals in flight: each set once it is sent
         self._unacked: list[asyncio.Future] = []  # records published by `_send`, their acks not yet awaited
         self.ending: asyncio.Future | None = None  # the publish of agent_turn_completed, once begun
         self.ended: TurnResult | None = None
@@ -313,23 +313,29 @@ class _Turn:
         signal is not worth a broker round trip in every round (flushed before the phase ends).
         With `hold`, it waits for that (or ANNOUNCE_HOLD_SECONDS) before it is sent."""
         event = self._event(AgentTurnProgress(phase=PHASE, iteration=1, round=number, stage=stage, **fields))
+        handed = asyncio.Event()
 
         async def send() -> None:
-            if hold is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(hold.wait(), ANNOUNCE_HOLD_SECONDS)
+            try:
+                if hold is not None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(hold.wait(), ANNOUNCE_HOLD_SECONDS)
+            finally:
+                handed.set()  # the publish below hands the signal to the connection before it waits
             try:
                 await self.engine.publish(event)
             except Exception as exc:
                 log.warning("turn_progress_publish_failed", extra={"turn_id": self.request.turn_id, "error": str(exc)})
 
         task = asyncio.ensure_future(send())
-        self._live.add(task)
-        task.add_done_callback(self._live.discard)
+        self._live[task] = handed
+        task.add_done_callback(lambda done: self._live.pop(done, None))
 
     async def _flush(self) -> None:
-        if self._live:
-            await asyncio.gather(*list(self._live), return_exceptions=True)
+        """Wait until every live signal is on its way: sent before the phase's record, it reaches
+        the broker first (one connection, in order), so its ack is not waited for here."""
+        for handed in list(self._live.values()):
+            await handed.wait()
 
     def _ms_since(self, start: float) -> int:
         return max(0, int(round((self.engine.clock() - start) * 1000)))
