@@ -338,6 +338,11 @@ class Budgets:
         return out
 
 
+def capped(company: Company, seat: Seat | None) -> bool:
+    """Whether any window of the company or of `seat` has a ceiling (else no charge can refuse)."""
+    return any(scope.budget.windows() for scope in _scopes(company, seat))
+
+
 def _scopes(company: Company, seat: Seat | None) -> list[_Scope]:
     """The scopes a round is charged to, the company's first."""
     scopes = [_Scope("company", "", company.token_budget)]

@@ -14,7 +14,11 @@ opens with what the seat did earlier on the same conversation (`seats.memory`).
 At the top of every round, in order: the seat's lease (the fence: lost, the turn ends
 `interrupted` and its mail goes back to the seat's new owner; asked once more after the last
 round, so a lease lost while it ran is no completed turn), a person's stop, the guards
-(`seats.guards`), the budget. After every round the tokens are charged. What it publishes:
+(`seats.guards`), the budget. After every round the tokens are charged: before its tools run
+and before anything else happens when a window of the seat or the company is capped; a round that
+asked for no tool, with nothing capped, is charged while its phase's record goes out (no verdict
+can come of it; a store that did not answer still fails the turn before its memory and its
+completed record). What it publishes:
 
     agent_turn_started      before the prompt is built, so a turn that died building it left a row
     agent_phase_started     the phase opening, naming the first provider of the chain
@@ -66,7 +70,7 @@ from events.types.system import (
     TurnGuardBreach,
 )
 from events.types.wakes import AgentTurnProgress
-from seats.budgets import Budgets, Refusal
+from seats.budgets import Budgets, Refusal, capped
 from seats.guards import Breach, Guards
 from seats.memory import ConversationMemory, TurnMemory
 from seats.prompts import prompt_size, system_text, user_text
@@ -278,6 +282,7 @@ class _Turn:
         }
         self._live: dict[asyncio.Task, asyncio.Event] = {}  # live signals in flight: each set once it is sent
         self._unacked: list[asyncio.Future] = []  # records published by `_send`, their acks not yet awaited
+        self._charging: asyncio.Future | None = None  # a round's charge that cannot refuse, still landing
         self.ending: asyncio.Future | None = None  # the publish of agent_turn_completed, once begun
         self.ended: TurnResult | None = None
 
@@ -293,6 +298,13 @@ class _Turn:
         task = asyncio.ensure_future(self.engine.publish(self._event(data)))
         task.add_done_callback(_retrieved)
         self._unacked.append(task)
+
+    async def _charged(self) -> None:
+        """Wait for a round's charge left to land beside the phase's end; a store that did not
+        answer raises here (the host defers the mail), as an awaited charge would."""
+        charging, self._charging = self._charging, None
+        if charging is not None:
+            await charging
 
     async def _acked(self) -> None:
         """Wait for the broker's ack of every record `_send` published; the first that failed
@@ -411,13 +423,15 @@ class _Turn:
             await self._flush()
             response = "".join(phase.texts)
             failed = phase.outcome in FAILED_OUTCOMES
-            await self.emit(AgentPhaseCompleted(
+            self._send(AgentPhaseCompleted(
                 phase=PHASE, iteration=1, model=phase.model, provider_key=phase.provider_key,
                 system_prompt=system, user_prompt=user, response=response, rounds=phase.rounds,
                 tool_calls=phase.tool_calls, stop_reason=phase.stop_reason, tokens_in=phase.tokens_in,
                 tokens_out=phase.tokens_out, cache_read_tokens=phase.cache_read, cache_write_tokens=phase.cache_write,
                 duration_ms=self._ms_since(phase_started), failed=failed, error=phase.error,
                 error_kind=phase.error_kind, refusal=phase.model_refusal))
+            await self._charged()
+            await self._acked()
         result = TurnResult(
             outcome=phase.outcome, turn_id=req.turn_id, rounds=len(phase.rounds), tokens_in=phase.tokens_in,
             tokens_out=phase.tokens_out, duration_ms=0, response=response, error=phase.error,
@@ -450,6 +464,7 @@ class _Turn:
         number = 0
         while True:
             number += 1
+            await self._charged()  # the last round's tokens counted before this one is judged
             began = time.perf_counter()
             if not req.fence():
                 phase.end("interrupted", "this node no longer holds the seat's lease; the seat's new owner "
@@ -486,8 +501,14 @@ class _Turn:
             phase.rounds.append(entry)
             phase.add(done, answer.provider_key)
             tokens = done.tokens_in + done.tokens_out
-            if engine.budgets is not None and await self._refused(phase, await engine.budgets.charge(req.company, req.seat, tokens)):
-                return
+            if engine.budgets is not None:
+                charge = engine.budgets.charge(req.company, req.seat, tokens)
+                if done.tool_calls or capped(req.company, req.seat):
+                    if await self._refused(phase, await charge):
+                        return
+                else:  # nothing capped can refuse it and no tool waits for it: it lands beside what follows
+                    self._charging = asyncio.ensure_future(charge)
+                    self._charging.add_done_callback(_retrieved)
             tools_ran = asyncio.Event()
             self.progress(number, "answered", hold=tools_ran if done.tool_calls else None, tokens_in=done.tokens_in,
                           tokens_out=done.tokens_out, tool=", ".join(c.name for c in done.tool_calls),
