@@ -37,7 +37,10 @@ completed record). What it publishes:
 
 The three opening records are published one after another while the conversation's memory is
 read, their acks awaited together before the first round (three broker round trips and a
-store read cost about one); every later record is awaited before the next step.
+store read cost about one). The live signals are flushed once sent (the phase's record, sent
+after them, reaches the broker after them), the phase's record is acknowledged before the
+turn's end is published (so a lost one ends the turn unrecorded), and the conversation's
+memory is written while the turn's end goes out; the turn returns once both have landed.
 
 The turn's span (`agent.turn`) is a child of the trigger's span, restored from the trigger's
 envelope, and every event carries trace_of() of the span that emitted it. A provider failure, a
@@ -284,6 +287,7 @@ class _Turn:
         self._unacked: list[asyncio.Future] = []  # records published by `_send`, their acks not yet awaited
         self._charging: asyncio.Future | None = None  # a round's charge that cannot refuse, still landing
         self.ending: asyncio.Future | None = None  # the publish of agent_turn_completed, once begun
+        self.remembering: asyncio.Future | None = None  # the conversation memory's write, begun beside it
         self.ended: TurnResult | None = None
 
     # -- events ------------------------------------------------------------------------------
@@ -363,8 +367,8 @@ class _Turn:
                 # (the broker has it, or is taking it), so the turn is over and completed; the
                 # cancel goes on, carrying the result for the host to settle -- never recorded
                 # interrupted beside it, never run again
-                assert self.ending is not None
-                await asyncio.wait({self.ending}, timeout=INTERRUPTED_PUBLISH_SECONDS)
+                assert self.ending is not None and self.remembering is not None
+                await asyncio.wait({self.ending, self.remembering}, timeout=INTERRUPTED_PUBLISH_SECONDS)
                 if self.ending.done() and not self.ending.cancelled() and self.ending.exception() is None:
                     raise CompletedWhileCancelled(self.ended) from None
             await self._close_cancelled(started)
@@ -439,10 +443,13 @@ class _Turn:
             tools_used=phase.tools_used, transient=phase.transient, guard=phase.guard,
             model_refused=phase.model_refusal is not None, timings=phase.timings,
             shown_waiting=[w.id for w in recollection.waiting] if phase.outcome == "completed" else [])
-        await memory.record(turn_id=req.turn_id, outcome=result.outcome, redelivered=result.redelivered,
-                            asked=asked, answer=response or (f"(the turn ended {result.outcome}: {result.error})"
-                                                             if result.error else ""),
-                            tool_calls=phase.tool_calls, answered=result.shown_waiting)
+        # The memory is written while the turn's end goes out, and both have landed before the
+        # turn returns (its mail is acked after, and the conversation's next turn reads it then).
+        self.remembering = asyncio.ensure_future(memory.record(
+            turn_id=req.turn_id, outcome=result.outcome, redelivered=result.redelivered, asked=asked,
+            answer=response or (f"(the turn ended {result.outcome}: {result.error})" if result.error else ""),
+            tool_calls=phase.tool_calls, answered=result.shown_waiting))
+        self.remembering.add_done_callback(_retrieved)
         result.duration_ms = self._ms_since(started)
         # The turn's end, once on its way, is the turn's: a cancel that lands while the broker
         # takes it cannot make it an interrupted turn too (`run` returns it for the host to settle).
@@ -454,6 +461,7 @@ class _Turn:
             duration_ms=result.duration_ms)))
         self.ended = result
         await asyncio.shield(self.ending)
+        await asyncio.shield(self.remembering)
         return result
 
     async def _rounds(self, phase: _Phase, chain: ProviderChain, messages: list, toolbox: Toolbox,

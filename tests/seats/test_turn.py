@@ -397,7 +397,9 @@ async def test_a_cancel_that_lands_while_the_completed_record_is_published_leave
             await asyncio.sleep(0.2)  # the broker taking it
         sent.append(event)
 
-    running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=publish).run(request_for(company, slack_message())))
+    memory = ConversationMemory(LocalCoord())
+    running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=publish, memory=memory).run(
+        request_for(company, slack_message())))
     await ending.wait()
     running.cancel()
     with pytest.raises(CompletedWhileCancelled) as cut:  # the cancel goes on, carrying the completed turn
@@ -406,3 +408,6 @@ async def test_a_cancel_that_lands_while_the_completed_record_is_published_leave
     assert result.outcome == "completed"
     ends = [e for e in sent if e.type == "agent_turn_completed"]
     assert [e.get("outcome") for e in ends] == ["completed"]
+    # what the completed turn did is remembered for the conversation's next turn, wherever it runs
+    [remembered] = (await memory.recall("alice", "slack:C1:171.2", 1000)).exchanges
+    assert remembered.turn_id == result.turn_id
