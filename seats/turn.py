@@ -461,7 +461,10 @@ class _Turn:
             duration_ms=result.duration_ms)))
         self.ended = result
         await asyncio.shield(self.ending)
-        await asyncio.shield(self.remembering)
+        try:
+            await asyncio.shield(self.remembering)
+        except Exception:  # the turn has ended: a memory that could not be written costs the memory, not the turn
+            log.exception("conversation_memory_unwritten", extra={"seat": req.seat.handle, "turn_id": req.turn_id})
         return result
 
     async def _rounds(self, phase: _Phase, chain: ProviderChain, messages: list, toolbox: Toolbox,
