@@ -31,7 +31,7 @@ import logging
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import Callable
+from typing import Any, Awaitable, Callable
 
 from a2a.channels import Channel, ChannelBook
 from a2a.node import A2ANode
@@ -160,13 +160,15 @@ async def ask(node: A2ANode, *, asker: str, target: str, brief: str, depth: int,
 
 
 async def answer(node: A2ANode, *, request: Event, response: str, answered_by: str, turn_id: str,
-                 authorised: Callable[[], bool]) -> str:
+                 authorised: Callable[[], bool], beside: Callable[[Awaitable[Any]], None] | None = None) -> str:
     """Send the answering turn's final response back on the ask's channel: ANSWERED (sent now,
     or already sent by an earlier run of the same ask, whose wake goes again with the same id),
     BOUNCED (no open channel of this seat to answer on), or NOT_AUTHORISED (`authorised()`
     said this node no longer holds the answering seat: the holder answers the redelivery).
     Raises QueueError or CoordError when the broker or the store failed (the caller hands the
-    ask back, unrecorded)."""
+    ask back, unrecorded). `beside`: where the answer's two records (its history, published
+    once the wake went and the channel closed) are left to finish, so the caller records the
+    trigger worked meanwhile; None awaits them here."""
     book = ChannelBook(node.coord)
     channel_id = str(request.get("channel_id") or "")
     channel = await book.get(channel_id)
@@ -201,7 +203,12 @@ async def answer(node: A2ANode, *, request: Event, response: str, answered_by: s
     sent = new(A2AMessageSent(**answerer, channel_id=channel_id, requester=channel.requester, responder=answered_by,
                               turn_id=turn_id, kind="answer", sender=answered_by, recipient=channel.requester, body=response),
                trace, source="a2a", id=ids["sent"], **envelope)
-    await asyncio.gather(_record(node, sent), _record(node, _closed_event(closed, trace, ids["closed"], **answerer, work_key=conversation)))
+    records = asyncio.gather(_record(node, sent), _record(node, _closed_event(closed, trace, ids["closed"], **answerer,
+                                                                              work_key=conversation)))
+    if beside is None:
+        await records
+    else:
+        beside(records)
     log.info("a2a_answered", extra={"channel_id": channel_id, "seat": answered_by, "turn_id": turn_id,
                                     "duration_ms": closed.duration_ms})
     return ANSWERED

@@ -12,12 +12,15 @@ exchange rides on -- an event published to bob's inbox, drained by `subscribe_ba
 seat host drains it) with a handler that publishes one event to alice's inbox, delivered to a
 plain subscriber there. Target: under 3x the raw round trip. Two of its parts are printed
 beside it: the ask call itself, and the answering turn engine's own time (its records and
-budget charges, with a model that answers at once).
+budget charges, with a model that answers at once); then where an ask's time goes, step by
+step, each the median over the asks, from when the broker acknowledged each publish (a publish
+listener) and when the turn engine started and returned.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import logging
 import os
 import statistics
@@ -135,13 +138,51 @@ class Timed:
     def __init__(self, engine) -> None:
         self.engine = engine
         self.ms: list[float] = []
+        self.spans: list[tuple[float, float]] = []
 
     async def run(self, request):
         began = time.perf_counter()
         try:
             return await self.engine.run(request)
         finally:
-            self.ms.append((time.perf_counter() - began) * 1000)
+            ended = time.perf_counter()
+            self.ms.append((ended - began) * 1000)
+            self.spans.append((began, ended))
+
+
+class Acks:
+    """When the broker acknowledged each publish of this client, by event type (a publish
+    listener: it runs once the ack is in)."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[float, str]] = []
+        self.on = False
+
+    def __call__(self, topic: str, event) -> None:
+        if self.on:
+            self.seen.append((time.perf_counter(), event.type))
+
+    def after(self, event_type: str, moment: float) -> float:
+        return next(t for t, kind in self.seen if kind == event_type and t >= moment)
+
+
+STEPS = ("the ask: channel written, wake acknowledged", "bob's host: fetch, ledger read, turn set up",
+         "opening records acknowledged (memory read beside)", "the round: model, charge, phase record",
+         "rest of the charge, memory, completed record", "settle: channel read, answer wake to alice")
+
+
+def steps(acks: Acks, began: list[float], arrived: list[float], turns: list[tuple[float, float]]) -> dict[str, list[float]]:
+    """Each ask's time cut where its wake and the turn's records were acknowledged and where the
+    turn began and returned (the answer's wake may reach alice before its own ack is read)."""
+    out: dict[str, list[float]] = {step: [] for step in STEPS}
+    for start, (turn_began, turn_ended), end in zip(began, turns, arrived, strict=True):
+        wake = acks.after("a2a_request", start)
+        opened = acks.after("prompt.size", turn_began)
+        phase = acks.after("agent_phase_completed", opened)
+        marks = (start, wake, turn_began, opened, phase, turn_ended, end)
+        for step, (a, b) in zip(STEPS, itertools.pairwise(marks), strict=True):
+            out[step].append((b - a) * 1000)
+    return out
 
 
 async def asks(q, coord, rounds: int, parts: dict | None = None) -> list[float]:
@@ -157,18 +198,27 @@ async def asks(q, coord, rounds: int, parts: dict | None = None) -> list[float]:
     await runtime.on_seat_acquired("bob", None)
     arrivals = Arrivals()
     await q.subscribe(topics.agent_inbox("alice"), topics.inbox_group("alice"), arrivals)  # alice's inbox, drained plainly
-    out = []
+    out, began_at, arrived_at = [], [], []
+    acks = Acks()
+    if parts is not None:  # a listener stays for the client's life: off again after these asks
+        q.add_publish_listener(acks)
+        acks.on = True
     for i in range(rounds):
         began = time.perf_counter()
         outcome = await a2a.ask(node, asker="alice", target="bob", brief=f"question {i}", depth=0, trace=trace_of())
         asked = time.perf_counter()
         assert outcome.ok, outcome.text
         await arrivals.wait_for(i + 1)
-        out.append((max(arrivals.at.values()) - began) * 1000)
+        arrived = max(arrivals.at.values())
+        out.append((arrived - began) * 1000)
+        began_at.append(began)
+        arrived_at.append(arrived)
         if parts is not None:
             parts.setdefault("ask", []).append((asked - began) * 1000)
+    acks.on = False
     if parts is not None:
         parts["turn"] = timed.ms
+        parts["steps"] = steps(acks, began_at, arrived_at, timed.spans)
     await runtime.stop(cut=False)
     await q.detach(topics.agent_inbox("alice"), topics.inbox_group("alice"))
     for handle in ("alice", "bob"):
@@ -207,6 +257,9 @@ async def main() -> None:
                 print(line("  of which the answering turn engine", parts["turn"]))
                 print(f"  ratio at p50: {ratio:.2f}x the raw round trip (target under 3x)"
                       f"; at p99: {pct(measured, 0.99) / pct(raw, 0.99):.2f}x")
+                print("  where an ask's time goes (medians):")
+                for step, values in parts["steps"].items():
+                    print(f"    {step:<52} {statistics.median(values):6.2f} ms")
         finally:
             await kv.close()
             await q.close()

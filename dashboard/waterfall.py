@@ -18,7 +18,9 @@ under the wake that triggered it. So the tree is built from what each event says
 Anything else hangs under the row owning its parent span (or its own span), else at the root.
 
 Times: every row has `start_ms` from the trace's first instant and `duration_ms` (None for an
-instant). A turn runs from agent_turn_started to agent_turn_completed; a phase ends at its event
+instant). A turn runs from agent_turn_started to agent_turn_completed; a phase starts at its
+agent_phase_started when the trace holds it (else its event less its `duration_ms`: the turn
+records the two a moment apart, so a rounded duration would place it after its prompt.size)
 and lasted its `duration_ms`; a round starts at its `started_at` (else where the previous one
 ended); a tool call starts at its own `started_at` when it carries one, else the round's tool
 calls are laid end to end after the model's answer, finishing as the round does.
@@ -122,6 +124,7 @@ class _Tree:
         self.by_span: dict[str, Row] = {}              # a span's first row (oldest first)
         self.turns: dict[str, Row] = {}
         self.links: dict[str, tuple[list[str], list[str]]] = {}  # row key -> (trigger ids, spans to look under)
+        self.phase_starts: dict[tuple[str, str, Any], datetime] = {}  # (turn, phase, iteration) -> its agent_phase_started
 
     # -- folding events in ----------------------------------------------------------------
     def add(self, item: dict[str, Any]) -> None:
@@ -166,13 +169,15 @@ class _Tree:
             turn.inspect_id = turn.inspect_id or item["id"]
         elif kind == "agent_turn_completed":
             self._complete(turn, item)
+        elif kind == "agent_phase_started":
+            self.phase_starts.setdefault((turn_id, str(item.get("phase") or ""), item.get("iteration")), _time(item))
         elif kind == "agent_phase_completed":
-            turn.children.append(_phase(item))
+            turn.children.append(_phase(item, self.phase_starts.get((turn_id, str(item.get("phase") or ""), item.get("iteration")))))
         elif kind in BREACH_TYPES:
             turn.status, turn.note = "failed", f"guard breach: {item.get('guard') or ''} {item.get('detail') or ''}".strip()
             turn.children.append(Row(key=f"event:{item['id']}", kind="event", label=_label(item), at=_time(item),
                                      status="failed", event_id=item["id"], badge=BADGES.get(kind, "")))
-        elif kind != "agent_phase_started":
+        else:
             failed = kind in ("llm_unavailable", "budget_exhausted")
             turn.children.append(Row(key=f"event:{item['id']}", kind="event", label=_label(item), at=_time(item),
                                      status="failed" if failed else "ok", event_id=item["id"], badge=BADGES.get(kind, "")))
@@ -238,10 +243,10 @@ def _reaches(parents: dict[str, Row], start: Row, target: Row) -> bool:
     return False
 
 
-def _phase(item: dict[str, Any]) -> Row:
+def _phase(item: dict[str, Any], started: datetime | None = None) -> Row:
     ended = _time(item)
     duration = float(item.get("duration_ms") or 0)
-    start = ended - timedelta(milliseconds=duration)
+    start = started if started is not None and started <= ended else ended - timedelta(milliseconds=duration)
     failed = bool(item.get("failed"))
     phase = Row(key=f"event:{item['id']}", kind="phase", label=f"phase {item.get('phase') or '?'}"
                 + (f" on {item.get('model')}" if item.get("model") else ""), at=start, duration_ms=duration,

@@ -23,9 +23,16 @@ every node. The company's counters are charged before the seat's: a seat write t
 the company's landed leaves the billed round on the company and is logged as
 `coord_kv_budget_spend_uncounted`. `Unavailable` from the store is never a refusal: it raises,
 and the host defers the delivery.
+
+A charge is on every model round's path, so it costs two store round trips, not twelve: a
+scope's three windows are written together (three keys, independent of each other), and each
+write is a compare-and-set against the revision this node last wrote there, read first only
+when it has none or another writer moved the counter since (the lost race reads it and adds on
+top, so the figure is the same either way).
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
@@ -144,6 +151,12 @@ class Budgets:
         self.clock = clock
         self._provisioned = False
         self._refusal_listeners: list[Callable[[Refusal], None]] = []
+        # The revision and spend this node last wrote on each current counter (charges guess it
+        # is still the latest), the counter each (scope, handle, period) is on, and the keys
+        # another writer moved since: those are read before they are written.
+        self._written: dict[str, tuple[int, int]] = {}
+        self._slots: dict[tuple[str, str, str], str] = {}
+        self._moved: set[str] = set()
 
     def add_refusal_listener(self, listener: Callable[[Refusal], None]) -> None:
         """Call listener(refusal) whenever `check` or `charge` turns work away (seats.meters
@@ -188,21 +201,25 @@ class Budgets:
         await self._ready()
         now = self.clock()
         refusals: list[Refusal] = []
-        for scope in _scopes(company, seat):
+        for scope in _scopes(company, seat):  # the company's landed before the seat's is written
             ceilings = scope.budget.windows()
-            for period in PERIODS:
-                window = window_for(period, now, company.tz)
-                ceiling = ceilings.get(period)
-                try:
-                    spend = await self._add(scope, window, max(0, int(tokens)), ceiling, now)
-                except CoordError:  # Unavailable included: an outage, never a refusal
-                    if scope.name == "seat":
+            windows = [window_for(period, now, company.tz) for period in PERIODS]
+            spends = await asyncio.gather(*(self._add(scope, w, max(0, int(tokens)), ceilings.get(w.period), now)
+                                            for w in windows), return_exceptions=True)
+            failed: BaseException | None = None
+            for window, spend in zip(windows, spends, strict=True):
+                if isinstance(spend, BaseException):
+                    if isinstance(spend, CoordError) and scope.name == "seat":  # an outage, never a refusal
                         log.warning("coord_kv_budget_spend_uncounted",
-                                    extra={"agent": scope.handle, "period": period, "window": window.label,
+                                    extra={"agent": scope.handle, "period": window.period, "window": window.label,
                                            "tokens": tokens})
-                    raise
+                    failed = failed or spend
+                    continue
+                ceiling = ceilings.get(window.period)
                 if ceiling is not None and spend > ceiling:
                     refusals.append(_refusal(scope, window, spend, ceiling))
+            if failed is not None:
+                raise failed
         return self._refused(_pick(refusals))
 
     async def snapshot(self, company: Company) -> dict[str, Any]:
@@ -246,20 +263,44 @@ class Budgets:
         past its ceiling records when it refused; one that admitted it clears that."""
         key = counter_key(scope.name, window.period, window.label, scope.handle)
         ttl = max(1.0, window.resets_at.timestamp() - now + TTL_GRACE_SECONDS)
+        known = self._written.get(key) if key not in self._moved else None
         for _ in range(CAS_ATTEMPTS):
-            entry = await self.coord.get(BUDGETS_BUCKET, key)
-            counter = _Counter.decode(key, entry.value) if entry else _Counter()
-            counter.spend += tokens
+            if known is None:
+                entry = await self.coord.get(BUDGETS_BUCKET, key)
+                revision = entry.revision if entry else None
+                spent = _Counter.decode(key, entry.value).spend if entry else 0
+            else:  # what this node wrote last: the update proves it is still the latest, or reads
+                revision, spent = known
+            counter = _Counter(spend=spent + tokens)
             counter.refused_at = now if ceiling is not None and counter.spend > ceiling else None
             try:
-                if entry is None:
-                    await self.coord.create(BUDGETS_BUCKET, key, counter.encode(), ttl=ttl)
+                if revision is None:
+                    written = await self.coord.create(BUDGETS_BUCKET, key, counter.encode(), ttl=ttl)
                 else:
-                    await self.coord.update(BUDGETS_BUCKET, key, counter.encode(), entry.revision, ttl=ttl)
-                return counter.spend
+                    written = await self.coord.update(BUDGETS_BUCKET, key, counter.encode(), revision, ttl=ttl)
             except (KeyExists, RevisionMismatch):
-                continue  # another charge landed first: read it and add ours on top
+                # another writer landed first: read it and add ours on top; while they do, this
+                # key is read before it is written (a guess that keeps losing costs a round trip)
+                if known is not None:
+                    self._moved.add(key)
+                known = None
+                continue
+            if known is None and self._written.get(key, (None,))[0] == revision:
+                self._moved.discard(key)  # nobody else wrote it since this node did: guess again
+            self._remember(scope, window, key, written, counter.spend)
+            return counter.spend
         raise CoordError(f"budget counter {key}: {CAS_ATTEMPTS} compare-and-set attempts in a row lost the race")
+
+    def _remember(self, scope: _Scope, window: Window, key: str, revision: int, spend: int) -> None:
+        """Keep the revision this node wrote on `key`, one per scope and period (the window
+        before it is forgotten when it turns over)."""
+        slot = (scope.name, scope.handle, window.period)
+        before = self._slots.get(slot)
+        if before is not None and before != key:
+            self._written.pop(before, None)
+            self._moved.discard(before)
+        self._slots[slot] = key
+        self._written[key] = (revision, spend)
 
     async def _mark_refused(self, refusals: list[Refusal], now: float, tz: ZoneInfo) -> None:
         """Record when the gate turned work away, on the scope a charge would be refused by (the
@@ -295,6 +336,11 @@ class Budgets:
                                if counter.refused_at is not None else None),
             }
         return out
+
+
+def capped(company: Company, seat: Seat | None) -> bool:
+    """Whether any window of the company or of `seat` has a ceiling (else no charge can refuse)."""
+    return any(scope.budget.windows() for scope in _scopes(company, seat))
 
 
 def _scopes(company: Company, seat: Seat | None) -> list[_Scope]:

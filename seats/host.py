@@ -49,7 +49,7 @@ import logging
 import time
 import uuid
 from datetime import datetime, timezone
-from typing import Any, Callable, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
 from a2a import service as a2a
 from engine.coord.contract import CoordError, Unavailable
@@ -134,7 +134,7 @@ class SeatHost:
         self._idle.set()
         self._retry_task: asyncio.Task | None = None
         self._store_failures = 0  # store reads unanswered in a row (the re-fetch spacing doubles)
-        self._telemetry: set[asyncio.Task] = set()
+        self._telemetry: set[asyncio.Future] = set()
 
     @property
     def queue(self) -> EventQueue:
@@ -373,13 +373,17 @@ class SeatHost:
         """A completed turn woken by an ask (`a2a_request`, never merged with other mail) answers it
         with its final response (seed 000, "Ephemeral A2A channels"), before the trigger is
         recorded worked, so a redelivery finds either no record (and answers) or the answer sent.
+        The answer's history records (a2a_message_sent, a2a_channel_closed) finish beside the
+        ledger write rather than before it: a crash between the close and their ack loses them
+        either way (a redelivery after the close sends the wake again, never the records).
         None to go on recording; DEFER, unrecorded, when this node no longer holds the seat (the
         holder answers the redelivery) or the broker or store failed."""
         if request.trigger.type != A2A_REQUEST:
             return None
         try:
             done = await a2a.answer(self.node, request=request.trigger, response=getattr(result, "response", "") or "",
-                                    answered_by=self.handle, turn_id=request.turn_id, authorised=self._holds_seat)
+                                    answered_by=self.handle, turn_id=request.turn_id, authorised=self._holds_seat,
+                                    beside=self._beside)
         except (QueueError, CoordError) as exc:
             return self._store_down(exc)
         if done == a2a.NOT_AUTHORISED:
@@ -426,7 +430,7 @@ class SeatHost:
         deadline = time.monotonic() + LEDGER_RETRY_SECONDS
         while True:
             try:
-                await self.ledger.record_worked(self.handle, trigger_id, request.turn_id, reason=why)
+                await self.ledger.mark_worked(self.handle, trigger_id, request.turn_id, reason=why)
                 return
             except Unavailable:
                 if time.monotonic() + STORE_RETRY_SECONDS > deadline:
@@ -563,7 +567,11 @@ class SeatHost:
     def _record_later(self, event: Event) -> None:
         """Publish telemetry beside the dispatch rather than before it: the turn does not wait on
         the broker's ack of its own record (the drain waits for what is still in flight)."""
-        task = asyncio.create_task(self._publish(event))
+        self._beside(self._publish(event))
+
+    def _beside(self, work: Awaitable[Any]) -> None:
+        """Let `work` (records that never raise) finish beside the dispatch; the drain waits for it."""
+        task = asyncio.ensure_future(work)
         self._telemetry.add(task)
         task.add_done_callback(self._telemetry.discard)
 

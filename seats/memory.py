@@ -89,6 +89,7 @@ class Recollection:
     identity: str = ""
     exchanges: list[Exchange] = field(default_factory=list)
     waiting: list[Waiting] = field(default_factory=list)
+    read: tuple[dict[str, list], int | None] | None = None  # the whole record as read, and its revision
 
     def messages(self) -> list[Message]:
         """The earlier exchanges as conversation turns, oldest first."""
@@ -126,7 +127,7 @@ class ConversationMemory:
         exchange, since they are what the turn still owes."""
         if not identity or budget <= 0:
             return Recollection(identity=identity)
-        record, _ = await self._read(handle, identity)
+        record, revision = await self._read(handle, identity)
         room = budget
         waiting = []
         for item in reversed(record["waiting"]):
@@ -142,18 +143,21 @@ class ConversationMemory:
                 break
             exchanges.insert(0, exchange)
             room -= exchange.tokens()
-        return Recollection(identity=identity, exchanges=exchanges, waiting=waiting)
+        return Recollection(identity=identity, exchanges=exchanges, waiting=waiting, read=(record, revision))
 
     async def remember(self, handle: str, identity: str, exchange: Exchange | None, budget: int, *,
-                       answered: set[str] = frozenset(), waiting: list[Waiting] = ()) -> None:
+                       answered: set[str] = frozenset(), waiting: list[Waiting] = (),
+                       read: tuple[dict[str, list], int | None] | None = None) -> None:
         """Add `exchange`, drop the `answered` waiting ids, add `waiting`; keep the record within
-        `budget` tokens (oldest exchanges first)."""
+        `budget` tokens (oldest exchanges first). `read`: the record and revision the turn's
+        recall read, written over without reading again (a write since fails the compare-and-set
+        and the record is read then)."""
         if not identity or budget <= 0:
             return
         for attempt in range(WRITE_ATTEMPTS):
             if attempt:
                 await asyncio.sleep(random.random() * RETRY_SPREAD_SECONDS * attempt)  # out of lockstep
-            record, revision = await self._read(handle, identity)
+            record, revision = read if read is not None and not attempt else await self._read(handle, identity)
             held = [w for w in record["waiting"] if w.id not in answered]
             held += [w for w in waiting if w.id not in {h.id for h in held}]
             exchanges = record["exchanges"] + ([exchange] if exchange is not None else [])
@@ -195,15 +199,18 @@ class TurnMemory:
         self.budget = budget
         self.constituents = constituents
         self.own = {str(e.id) for e in constituents}
+        self._read: tuple[dict[str, list], int | None] | None = None
 
     async def recall(self) -> Recollection:
         if self.memory is None or not self.identity:
             return Recollection(identity=self.identity)
         try:
-            return await self.memory.recall(self.handle, self.identity, self.budget, exclude=self.own)
+            recollection = await self.memory.recall(self.handle, self.identity, self.budget, exclude=self.own)
         except CoordError as exc:
             log.warning("conversation_memory_unread", extra={"seat": self.handle, "error": str(exc)})
             return Recollection(identity=self.identity)
+        self._read = recollection.read  # the turn's record is written over this, unless it moved
+        return recollection
 
     async def record(self, *, turn_id: str, outcome: str, redelivered: bool, asked: str, answer: str,
                      tool_calls: list[dict[str, Any]], answered: list[str]) -> None:
@@ -215,12 +222,12 @@ class TurnMemory:
         try:
             if redelivered:
                 await self.memory.remember(self.handle, self.identity, None, self.budget,
-                                           waiting=[_waiting(e) for e in self.constituents])
+                                           waiting=[_waiting(e) for e in self.constituents], read=self._read)
                 return
             exchange = Exchange(turn_id=turn_id, at=now_iso(), asked=clip(asked, ASKED_CHARS),
                                 did=[_did(call) for call in tool_calls], answer=clip(answer, ANSWER_CHARS))
             await self.memory.remember(self.handle, self.identity, exchange, self.budget,
-                                       answered=self.own | set(answered))
+                                       answered=self.own | set(answered), read=self._read)
         except CoordError as exc:
             log.warning("conversation_memory_unwritten", extra={"seat": self.handle, "error": str(exc)})
 

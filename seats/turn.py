@@ -14,7 +14,11 @@ opens with what the seat did earlier on the same conversation (`seats.memory`).
 At the top of every round, in order: the seat's lease (the fence: lost, the turn ends
 `interrupted` and its mail goes back to the seat's new owner; asked once more after the last
 round, so a lease lost while it ran is no completed turn), a person's stop, the guards
-(`seats.guards`), the budget. After every round the tokens are charged. What it publishes:
+(`seats.guards`), the budget. After every round the tokens are charged: before its tools run
+and before anything else happens when a window of the seat or the company is capped; a round that
+asked for no tool, with nothing capped, is charged while its phase's record goes out (no verdict
+can come of it; a store that did not answer still fails the turn before its memory and its
+completed record). What it publishes:
 
     agent_turn_started      before the prompt is built, so a turn that died building it left a row
     agent_phase_started     the phase opening, naming the first provider of the chain
@@ -30,6 +34,13 @@ round, so a lease lost while it ran is no completed turn), a person's stop, the 
     agent_turn_completed    tokens, duration, outcome, tools_used; `failed` or `stopped`; also
                             when the host cancels a running turn (`interrupted`, error_kind
                             `released`), so every turn that started has an end
+
+The three opening records are published one after another while the conversation's memory is
+read, their acks awaited together before the first round (three broker round trips and a
+store read cost about one). The live signals are flushed once sent (the phase's record, sent
+after them, reaches the broker after them), the phase's record is acknowledged before the
+turn's end is published (so a lost one ends the turn unrecorded), and the conversation's
+memory is written while the turn's end goes out; the turn returns once both have landed.
 
 The turn's span (`agent.turn`) is a child of the trigger's span, restored from the trigger's
 envelope, and every event carries trace_of() of the span that emitted it. A provider failure, a
@@ -62,7 +73,7 @@ from events.types.system import (
     TurnGuardBreach,
 )
 from events.types.wakes import AgentTurnProgress
-from seats.budgets import Budgets, Refusal
+from seats.budgets import Budgets, Refusal, capped
 from seats.guards import Breach, Guards
 from seats.memory import ConversationMemory, TurnMemory
 from seats.prompts import prompt_size, system_text, user_text
@@ -272,14 +283,40 @@ class _Turn:
             "trigger_type": trigger.type,
             "trigger_ids": [str(e.id) for e in (request.constituents or [trigger])],
         }
-        self._live: set[asyncio.Task] = set()
+        self._live: dict[asyncio.Task, asyncio.Event] = {}  # live signals in flight: each set once it is sent
+        self._unacked: list[asyncio.Future] = []  # records published by `_send`, their acks not yet awaited
+        self._charging: asyncio.Future | None = None  # a round's charge that cannot refuse, still landing
         self.ending: asyncio.Future | None = None  # the publish of agent_turn_completed, once begun
+        self.remembering: asyncio.Future | None = None  # the conversation memory's write, begun beside it
         self.ended: TurnResult | None = None
 
     # -- events ------------------------------------------------------------------------------
     async def emit(self, data: EventData) -> None:
         """Publish `data` stamped with the turn's tags, under the span that is current now."""
         await self.engine.publish(self._event(data))
+
+    def _send(self, data: EventData) -> None:
+        """Publish `data` as `emit` does, without waiting for the broker's ack here: records sent
+        one after another reach the broker in that order (each publish is started in turn and
+        hands its message to the connection before it waits), and `_acked` waits for them."""
+        task = asyncio.ensure_future(self.engine.publish(self._event(data)))
+        task.add_done_callback(_retrieved)
+        self._unacked.append(task)
+
+    async def _charged(self) -> None:
+        """Wait for a round's charge left to land beside the phase's end; a store that did not
+        answer raises here (the host defers the mail), as an awaited charge would."""
+        charging, self._charging = self._charging, None
+        if charging is not None:
+            await charging
+
+    async def _acked(self) -> None:
+        """Wait for the broker's ack of every record `_send` published; the first that failed
+        raises once all are settled."""
+        sent, self._unacked = self._unacked, []
+        for outcome in await asyncio.gather(*sent, return_exceptions=True):
+            if isinstance(outcome, BaseException):
+                raise outcome
 
     def _event(self, data: EventData) -> Event:
         stamped = data.model_copy(update=self.tags)
@@ -292,23 +329,29 @@ class _Turn:
         signal is not worth a broker round trip in every round (flushed before the phase ends).
         With `hold`, it waits for that (or ANNOUNCE_HOLD_SECONDS) before it is sent."""
         event = self._event(AgentTurnProgress(phase=PHASE, iteration=1, round=number, stage=stage, **fields))
+        handed = asyncio.Event()
 
         async def send() -> None:
-            if hold is not None:
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(hold.wait(), ANNOUNCE_HOLD_SECONDS)
+            try:
+                if hold is not None:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(hold.wait(), ANNOUNCE_HOLD_SECONDS)
+            finally:
+                handed.set()  # the publish below hands the signal to the connection before it waits
             try:
                 await self.engine.publish(event)
             except Exception as exc:
                 log.warning("turn_progress_publish_failed", extra={"turn_id": self.request.turn_id, "error": str(exc)})
 
         task = asyncio.ensure_future(send())
-        self._live.add(task)
-        task.add_done_callback(self._live.discard)
+        self._live[task] = handed
+        task.add_done_callback(lambda done: self._live.pop(done, None))
 
     async def _flush(self) -> None:
-        if self._live:
-            await asyncio.gather(*list(self._live), return_exceptions=True)
+        """Wait until every live signal is on its way: sent before the phase's record, it reaches
+        the broker first (one connection, in order), so its ack is not waited for here."""
+        for handed in list(self._live.values()):
+            await handed.wait()
 
     def _ms_since(self, start: float) -> int:
         return max(0, int(round((self.engine.clock() - start) * 1000)))
@@ -324,8 +367,8 @@ class _Turn:
                 # (the broker has it, or is taking it), so the turn is over and completed; the
                 # cancel goes on, carrying the result for the host to settle -- never recorded
                 # interrupted beside it, never run again
-                assert self.ending is not None
-                await asyncio.wait({self.ending}, timeout=INTERRUPTED_PUBLISH_SECONDS)
+                assert self.ending is not None and self.remembering is not None
+                await asyncio.wait({self.ending, self.remembering}, timeout=INTERRUPTED_PUBLISH_SECONDS)
                 if self.ending.done() and not self.ending.cancelled() and self.ending.exception() is None:
                     raise CompletedWhileCancelled(self.ended) from None
             await self._close_cancelled(started)
@@ -348,7 +391,10 @@ class _Turn:
 
     async def _run(self, started: float) -> TurnResult:
         req = self.request
-        await self.emit(AgentTurnStarted(**self.trigger_fields))
+        # The opening records go out while the memory is read, and are acknowledged together
+        # before the first round: a broker that did not take one fails the turn before the model
+        # is paid, as a record awaited on its own would.
+        self._send(AgentTurnStarted(**self.trigger_fields))
         guards = Guards(req.company, req.seat, req.trigger)
         memory = TurnMemory(self.engine.memory, req.seat.handle, req.trigger, req.company.turns.memory_tokens,
                             constituents=req.constituents)
@@ -363,8 +409,9 @@ class _Turn:
         phase_started = self.engine.clock()
         # agent.turn.<phase>: the phase's rounds and its record hang under it (seed 002, "How Traces Flow").
         with tracing.span(tracing.turn_phase(PHASE), phase=PHASE, agent=req.seat.handle):
-            await self.emit(AgentPhaseStarted(phase=PHASE, iteration=1, model=first.model, provider_key=first.key))
-            await self.emit(PromptSize(phase=PHASE, iteration=1, **prompt_size(system, user, history, toolbox.specs)))
+            self._send(AgentPhaseStarted(phase=PHASE, iteration=1, model=first.model, provider_key=first.key))
+            self._send(PromptSize(phase=PHASE, iteration=1, **prompt_size(system, user, history, toolbox.specs)))
+            await self._acked()
             phase = _Phase()
             breach = guards.at_start()
             if breach is not None:
@@ -380,13 +427,15 @@ class _Turn:
             await self._flush()
             response = "".join(phase.texts)
             failed = phase.outcome in FAILED_OUTCOMES
-            await self.emit(AgentPhaseCompleted(
+            self._send(AgentPhaseCompleted(
                 phase=PHASE, iteration=1, model=phase.model, provider_key=phase.provider_key,
                 system_prompt=system, user_prompt=user, response=response, rounds=phase.rounds,
                 tool_calls=phase.tool_calls, stop_reason=phase.stop_reason, tokens_in=phase.tokens_in,
                 tokens_out=phase.tokens_out, cache_read_tokens=phase.cache_read, cache_write_tokens=phase.cache_write,
                 duration_ms=self._ms_since(phase_started), failed=failed, error=phase.error,
                 error_kind=phase.error_kind, refusal=phase.model_refusal))
+            await self._charged()
+            await self._acked()
         result = TurnResult(
             outcome=phase.outcome, turn_id=req.turn_id, rounds=len(phase.rounds), tokens_in=phase.tokens_in,
             tokens_out=phase.tokens_out, duration_ms=0, response=response, error=phase.error,
@@ -394,10 +443,13 @@ class _Turn:
             tools_used=phase.tools_used, transient=phase.transient, guard=phase.guard,
             model_refused=phase.model_refusal is not None, timings=phase.timings,
             shown_waiting=[w.id for w in recollection.waiting] if phase.outcome == "completed" else [])
-        await memory.record(turn_id=req.turn_id, outcome=result.outcome, redelivered=result.redelivered,
-                            asked=asked, answer=response or (f"(the turn ended {result.outcome}: {result.error})"
-                                                             if result.error else ""),
-                            tool_calls=phase.tool_calls, answered=result.shown_waiting)
+        # The memory is written while the turn's end goes out, and both have landed before the
+        # turn returns (its mail is acked after, and the conversation's next turn reads it then).
+        self.remembering = asyncio.ensure_future(memory.record(
+            turn_id=req.turn_id, outcome=result.outcome, redelivered=result.redelivered, asked=asked,
+            answer=response or (f"(the turn ended {result.outcome}: {result.error})" if result.error else ""),
+            tool_calls=phase.tool_calls, answered=result.shown_waiting))
+        self.remembering.add_done_callback(_retrieved)
         result.duration_ms = self._ms_since(started)
         # The turn's end, once on its way, is the turn's: a cancel that lands while the broker
         # takes it cannot make it an interrupted turn too (`run` returns it for the host to settle).
@@ -409,6 +461,10 @@ class _Turn:
             duration_ms=result.duration_ms)))
         self.ended = result
         await asyncio.shield(self.ending)
+        try:
+            await asyncio.shield(self.remembering)
+        except Exception:  # the turn has ended: a memory that could not be written costs the memory, not the turn
+            log.exception("conversation_memory_unwritten", extra={"seat": req.seat.handle, "turn_id": req.turn_id})
         return result
 
     async def _rounds(self, phase: _Phase, chain: ProviderChain, messages: list, toolbox: Toolbox,
@@ -419,6 +475,7 @@ class _Turn:
         number = 0
         while True:
             number += 1
+            await self._charged()  # the last round's tokens counted before this one is judged
             began = time.perf_counter()
             if not req.fence():
                 phase.end("interrupted", "this node no longer holds the seat's lease; the seat's new owner "
@@ -455,8 +512,14 @@ class _Turn:
             phase.rounds.append(entry)
             phase.add(done, answer.provider_key)
             tokens = done.tokens_in + done.tokens_out
-            if engine.budgets is not None and await self._refused(phase, await engine.budgets.charge(req.company, req.seat, tokens)):
-                return
+            if engine.budgets is not None:
+                charge = engine.budgets.charge(req.company, req.seat, tokens)
+                if done.tool_calls or capped(req.company, req.seat):
+                    if await self._refused(phase, await charge):
+                        return
+                else:  # nothing capped can refuse it and no tool waits for it: it lands beside what follows
+                    self._charging = asyncio.ensure_future(charge)
+                    self._charging.add_done_callback(_retrieved)
             tools_ran = asyncio.Event()
             self.progress(number, "answered", hold=tools_ran if done.tool_calls else None, tokens_in=done.tokens_in,
                           tokens_out=done.tokens_out, tool=", ".join(c.name for c in done.tool_calls),
@@ -554,6 +617,13 @@ class _Turn:
         req = self.request
         return {"trigger_summary": req.trigger.summary(), "seat": req.seat.handle,
                 "role": req.seat.role or "", "turn": req.turn_id}
+
+
+def _retrieved(task: asyncio.Future) -> None:
+    """A record's publish that failed while the turn was ending another way is not "never
+    retrieved": whoever awaits it (`_acked`) raises it, and otherwise the turn's own end stands."""
+    if not task.cancelled():
+        task.exception()
 
 
 async def _within(seconds: float | None, awaitable: Awaitable) -> Any:

@@ -52,21 +52,24 @@ class CompletionLedger:
         """Record that `handle` worked `trigger_id` in `turn_id` (`reason`: how, when not by
         running it). The first record stands: a trigger already recorded returns the record
         that is there."""
-        await self._ready()
+        await self.mark_worked(handle, trigger_id, turn_id, reason=reason)
         key = _key(handle, trigger_id)
-        record = {"handle": handle, "trigger_id": trigger_id, "turn_id": turn_id}
-        if reason:
-            record["reason"] = reason
-        value = json.dumps(record).encode()
-        try:
-            await self.store.create(LEDGER_BUCKET, key, value)
-        except KeyExists:
-            pass
         entry = await self.store.get(LEDGER_BUCKET, key)
         if entry is None:  # aged out between the two calls: the record is ours to write again
-            await self.store.put(LEDGER_BUCKET, key, value)
+            await self.store.put(LEDGER_BUCKET, key, _value(handle, trigger_id, turn_id, reason))
             entry = await self.store.get(LEDGER_BUCKET, key)
         return _decode(entry)
+
+    async def mark_worked(self, handle: str, trigger_id: str, turn_id: str, *, reason: str = "") -> bool:
+        """`record_worked` without reading the record back (one store round trip, what a seat
+        host pays after every turn): True when this call wrote it, False when a record stood
+        already (the first stands)."""
+        await self._ready()
+        try:
+            await self.store.create(LEDGER_BUCKET, _key(handle, trigger_id), _value(handle, trigger_id, turn_id, reason))
+        except KeyExists:
+            return False
+        return True
 
     async def worked(self, handle: str, trigger_id: str) -> WorkedRecord | None:
         """The record of `handle` working `trigger_id`, or None when it has none."""
@@ -77,6 +80,13 @@ class CompletionLedger:
     async def _ready(self) -> None:
         if not self._provisioned:
             await self.provision()
+
+
+def _value(handle: str, trigger_id: str, turn_id: str, reason: str) -> bytes:
+    record = {"handle": handle, "trigger_id": trigger_id, "turn_id": turn_id}
+    if reason:
+        record["reason"] = reason
+    return json.dumps(record).encode()
 
 
 def _key(handle: str, trigger_id: str) -> str:

@@ -32,6 +32,12 @@ async def test_the_first_turn_to_record_a_trigger_stands(backend):
     again = await ledger.record_worked("alice", "t1", "turn-2")
     assert again.turn_id == "turn-1"
     assert (await ledger.worked("alice", "t1")).turn_id == "turn-1"
+    # what a seat host writes after a turn: the same rule, without reading the record back
+    assert await ledger.mark_worked("alice", "t2", "turn-3", reason="abandoned") is True
+    assert await ledger.mark_worked("alice", "t2", "turn-4") is False
+    assert await ledger.mark_worked("alice", "t1", "turn-5") is False
+    assert [(r.turn_id, r.reason) for r in (await ledger.worked("alice", "t1"), await ledger.worked("alice", "t2"))] == \
+        [("turn-1", ""), ("turn-3", "abandoned")]
 
 
 async def test_a_record_without_a_reason_reads_as_worked_by_running_and_keeps_a_given_one(backend):

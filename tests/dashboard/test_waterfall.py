@@ -84,6 +84,22 @@ def test_a_webhook_woken_turn_nests_delivery_notification_turn_phase_round():
     assert drawn["duration_ms"] == 512.0 and drawn["failed"] == 0 and drawn["events"] == 6
 
 
+def test_a_phase_starts_at_its_own_start_record_before_the_records_made_just_after_it():
+    # the turn publishes agent_phase_started and prompt.size a few microseconds apart; the phase's
+    # rounded duration alone would start it after the prompt's size
+    trace, events = webhook_trace()
+    common = dict(trace_id=trace, span_id=events[3].span_id, parent_span_id=events[3].parent_span_id,
+                  agent_handle="alice", turn_id="turn-1")
+    opened = make_event("agent_phase_started", at=at(19.6), phase="respond", iteration=1, model="m", **common)
+    size = make_event("prompt.size", at=at(19.62), phase="respond", iteration=1, **common)
+    ended = make_event("agent_phase_completed", at=at(510), phase="respond", iteration=1, model="m", duration_ms=490,
+                       response="Looking now", rounds=[{"round": 1, "started_at": at(20).isoformat(), "duration_ms": 480,
+                                                       "stop_reason": "end", "tokens_in": 10, "tokens_out": 5}], **common)
+    drawn = build(trace, [item(e) for e in [*events[:4], opened, size, ended, events[5]]])
+    turn = drawn["rows"][0]["children"][0]["children"][0]
+    assert [(c["kind"], c["start_ms"]) for c in turn["children"]] == [("phase", 19.6), ("event", 19.62)]
+
+
 def test_a_failed_turn_is_failed_with_its_error_and_so_is_its_phase():
     trace, events = webhook_trace(failed=True)
     drawn = build(trace, [item(e) for e in events])

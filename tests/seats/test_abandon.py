@@ -96,6 +96,39 @@ async def test_a_turn_whose_record_the_broker_did_not_take_runs_again_and_is_not
     assert (record.reason, record.turn_id) == ("", done.get("turn_id"))
 
 
+async def test_a_turn_whose_opening_record_the_broker_did_not_take_pays_no_model_call_and_runs_again(backend, endpoint, rigs):
+    """The opening records go out together, acknowledged before the first round: one the broker
+    did not take ends the turn before the model is asked, and the mail runs again."""
+    rig = await real_rig(backend, endpoint, unreachable_once="agent_turn_started")
+    rigs.append(rig)
+    m1 = mail("please fix the build", key="slack:C9:1.1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the turn completed on its redelivery")
+    assert (done.get("outcome"), done.get("trigger_ids")) == ("completed", [str(m1.id)])
+    await settled(rig)
+    assert len(endpoint.requests) == 1  # the first run stopped before its model call
+    assert rig.published.of("turn_trigger_skipped") == []
+    assert [e.type for e in rig.published.events if e.get("turn_id") == done.get("turn_id")][:3] == \
+        ["agent_turn_started", "agent_phase_started", "prompt.size"]
+
+
+async def test_a_turns_records_reach_the_broker_in_the_order_they_were_made(backend, endpoint, rigs):
+    """The opening records acknowledged together, the live signals not waited for: on the broker
+    each still stands where the turn made it, every signal before the phase's record."""
+    rig = await real_rig(backend, endpoint)
+    rigs.append(rig)
+    await rig.runtime.on_seat_acquired("alice", None)
+    for n in range(3):
+        await rig.publish(mail(f"message {n}", key=f"slack:C9:{n}.1"))
+    done = await eventually(lambda: rig.published.of("agent_turn_completed") if len(rig.published.of("agent_turn_completed")) == 3
+                            else None, message="three turns")
+    for end in done:
+        mine = [e.type for e in rig.published.events if e.get("turn_id") == end.get("turn_id")]
+        assert mine == ["agent_turn_started", "agent_phase_started", "prompt.size", "agent_turn_progress",
+                        "agent_turn_progress", "agent_phase_completed", "agent_turn_completed"]
+
+
 async def test_a_model_that_declines_is_abandoned_not_asked_again(backend, endpoint, rigs):
     rig = await real_rig(backend, endpoint)
     rigs.append(rig)

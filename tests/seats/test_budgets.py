@@ -142,6 +142,60 @@ async def test_concurrent_charges_are_all_counted():
     assert shown["seats"]["alice"]["month"]["spend"] == shown["seats"]["bob"]["month"]["spend"] == 50
 
 
+async def test_two_nodes_charging_the_same_counters_in_turn_count_every_round():
+    # each node writes against the revision it last wrote, which the other has moved on
+    clock = Clock("2026-11-28T15:00:00")
+    coord = LocalCoord(clock=clock)
+    node_a, node_b = Budgets(coord, clock=clock), Budgets(coord, clock=clock)
+    acme = company(company_budget={"day": 100})
+    alice = acme.seat_by_handle("alice")
+    for node in (node_a, node_a, node_b, node_a, node_b, node_b, node_a):
+        assert await node.charge(acme, alice, 10) is None
+    refusal = await node_b.charge(acme, alice, 40)
+    assert (refusal.scope, refusal.spend, refusal.ceiling) == ("company", 110, 100)
+    shown = await node_a.snapshot(acme)
+    assert shown["company"]["month"]["spend"] == shown["seats"]["alice"]["week"]["spend"] == 110
+    await asyncio.gather(*(node.charge(acme, alice, 5) for node in (node_a, node_b) * 5))
+    assert (await node_b.snapshot(acme))["seats"]["alice"]["day"]["spend"] == 160
+
+
+async def test_a_counter_gone_from_the_store_is_counted_again_from_the_next_round():
+    budgets, coord, _ = rig("2026-11-28T15:00:00")
+    acme = company()
+    alice = acme.seat_by_handle("alice")
+    await budgets.charge(acme, alice, 30)
+    for key in await coord.keys(BUDGETS_BUCKET):
+        await coord.delete(BUDGETS_BUCKET, key)
+    assert await budgets.charge(acme, alice, 7) is None
+    shown = await budgets.snapshot(acme)
+    assert shown["company"]["day"]["spend"] == shown["seats"]["alice"]["month"]["spend"] == 7
+
+
+class SeatCountersDown(LocalCoord):
+    """The coordination twin refusing writes to the seats' counters (the company's land)."""
+
+    async def update(self, bucket, key, value, expected_revision, ttl=None):
+        if key.startswith("seat:"):
+            raise Unavailable(f"coord: {bucket}: the broker did not answer (TimeoutError)")
+        return await super().update(bucket, key, value, expected_revision, ttl=ttl)
+
+
+async def test_a_seat_write_that_fails_after_the_companys_landed_leaves_the_round_on_the_company(caplog):
+    clock = Clock("2026-11-28T15:00:00")
+    coord = SeatCountersDown(clock=clock)
+    budgets = Budgets(coord, clock=clock)
+    acme = company()
+    alice = acme.seat_by_handle("alice")
+    await budgets.charge(acme, alice, 10)  # the seat's counters are created, then refuse every update
+    with pytest.raises(Unavailable):
+        await budgets.charge(acme, alice, 25)
+    shown = await budgets.snapshot(acme)
+    assert [shown["company"][p]["spend"] for p in ("day", "week", "month")] == [35, 35, 35]
+    assert [shown["seats"]["alice"][p]["spend"] for p in ("day", "week", "month")] == [10, 10, 10]
+    uncounted = sorted(r.period for r in caplog.records if r.getMessage() == "coord_kv_budget_spend_uncounted")
+    assert uncounted == ["day", "month", "week"]
+
+
 async def test_the_snapshot_shows_every_scope_capped_or_not_with_its_state():
     budgets, _, _ = rig("2026-11-28T15:00:00")
     acme = company(alice={"day": 10})

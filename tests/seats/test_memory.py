@@ -135,6 +135,18 @@ async def test_writes_that_race_all_land(stores):
         [f"t{n}" for n in range(1, 7)]
 
 
+async def test_a_turn_writing_over_what_it_recalled_keeps_a_record_written_since(stores):
+    # a turn's write goes over the revision its recall read; another node's write in between
+    # (the seat moved while the turn ran) makes it read again, and both exchanges stay
+    memory = ConversationMemory(await stores.store("node-a"))
+    other = ConversationMemory(await stores.store("node-b"))
+    for mine, theirs in ((2, 1), (4, 3)):
+        recalled = await memory.recall("alice", "gh:org/repo#2", 8000)
+        await other.remember("alice", "gh:org/repo#2", exchange(theirs, 10), budget=8000)
+        await memory.remember("alice", "gh:org/repo#2", exchange(mine, 10), budget=8000, read=recalled.read)
+    assert [e.turn_id for e in (await memory.recall("alice", "gh:org/repo#2", 8000)).exchanges] == ["t1", "t2", "t3", "t4"]
+
+
 async def test_a_store_that_does_not_answer_costs_the_turn_its_memory_not_the_turn(endpoint):
     coord = LocalCoord()
     await coord.close()  # every call raises Unavailable

@@ -8,12 +8,14 @@ import pytest
 
 from tests.spans import spans  # noqa: F401  (a fixture)
 
+from engine.coord.contract import Unavailable
 from engine.coord.local import LocalCoord
 from events import tracing
 from events.envelope import Event, new
 from events.types.notification import ExternalNotification
 from events.types.task import TaskAssigned
-from seats.budgets import Budgets, Refusal
+from seats.budgets import BUDGETS_BUCKET, Budgets, Refusal
+from seats.memory import ConversationMemory
 from seats.providers import ChainEmpty
 from seats.turn import CompletedWhileCancelled, TurnEngine, TurnRequest, user_text
 from tests.seats.test_providers import (
@@ -233,6 +235,37 @@ async def test_a_turn_charges_every_round_to_the_seat_and_the_company(endpoint):
     assert shown["company"]["day"]["spend"] == shown["seats"]["alice"]["month"]["spend"] == 42
 
 
+async def test_every_round_of_a_continued_reply_is_charged_before_the_next_is_judged():
+    # nothing capped: each tool-less round's charge lands beside what follows it, never lost
+    company = company_of([{"name": "demo", "kind": "scripted", "reply": "x" * 30}])
+    budgets = Budgets(LocalCoord())
+    result = await TurnEngine(node_id="node-a", publish=Published(), budgets=budgets, max_tokens=4, max_rounds=3).run(
+        request_for(company, slack_message()))
+    assert result.rounds == 3
+    shown = await budgets.snapshot(company)
+    assert shown["company"]["day"]["spend"] == shown["seats"]["alice"]["week"]["spend"] == result.tokens_in + result.tokens_out
+
+
+class BudgetsDown(LocalCoord):
+    """The coordination twin whose budget counters do not answer (the rest of the store does)."""
+
+    async def get(self, bucket, key):
+        if bucket == BUDGETS_BUCKET:
+            raise Unavailable(f"coord: {bucket}: the broker did not answer (TimeoutError)")
+        return await super().get(bucket, key)
+
+
+async def test_an_uncapped_charge_the_store_did_not_answer_fails_the_turn_before_its_memory_and_its_end():
+    company, published = company_of([SCRIPTED]), Published()
+    coord = BudgetsDown()
+    memory = ConversationMemory(coord)
+    engine = TurnEngine(node_id="node-a", publish=published, budgets=Budgets(coord), memory=memory)
+    with pytest.raises(Unavailable):
+        await engine.run(request_for(company, slack_message()))
+    assert "agent_turn_completed" not in published.types  # the host defers the mail: the turn runs again
+    assert (await memory.recall("alice", "slack:C1:171.2", 1000)).exchanges == []
+
+
 async def test_a_merged_trigger_is_worked_from_its_digest_under_its_partition_key():
     company, published = company_of([SCRIPTED]), Published()
     with tracing.span("coalesce"):
@@ -364,7 +397,9 @@ async def test_a_cancel_that_lands_while_the_completed_record_is_published_leave
             await asyncio.sleep(0.2)  # the broker taking it
         sent.append(event)
 
-    running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=publish).run(request_for(company, slack_message())))
+    memory = ConversationMemory(LocalCoord())
+    running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=publish, memory=memory).run(
+        request_for(company, slack_message())))
     await ending.wait()
     running.cancel()
     with pytest.raises(CompletedWhileCancelled) as cut:  # the cancel goes on, carrying the completed turn
@@ -373,3 +408,6 @@ async def test_a_cancel_that_lands_while_the_completed_record_is_published_leave
     assert result.outcome == "completed"
     ends = [e for e in sent if e.type == "agent_turn_completed"]
     assert [e.get("outcome") for e in ends] == ["completed"]
+    # what the completed turn did is remembered for the conversation's next turn, wherever it runs
+    [remembered] = (await memory.recall("alice", "slack:C1:171.2", 1000)).exchanges
+    assert remembered.turn_id == result.turn_id
