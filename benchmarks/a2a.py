@@ -14,7 +14,9 @@ plain subscriber there. Target: under 3x the raw round trip. Two of its parts ar
 beside it: the ask call itself, and the answering turn engine's own time (its records and
 budget charges, with a model that answers at once); then where an ask's time goes, step by
 step, each the median over the asks, from when the broker acknowledged each publish (a publish
-listener) and when the turn engine started and returned.
+listener) and when the turn engine started and returned. Last, what bounds the ratio: this
+process's CPU time per ask beside its CPU time per raw round trip, and the publishes on the
+queue (events the broker stored and acknowledged) each makes.
 """
 from __future__ import annotations
 
@@ -105,7 +107,27 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(int(len(ordered) * q), len(ordered) - 1)]
 
 
-async def raw_round_trips(q, rounds: int) -> list[float]:
+class Counted:
+    """The publishes this client made, and the process's CPU time, while `on` (a publish
+    listener stays for the client's life, so it is switched rather than removed)."""
+
+    def __init__(self) -> None:
+        self.publishes = 0
+        self.cpu_s = 0.0
+        self.on = False
+
+    def __call__(self, topic: str, event) -> None:
+        if self.on:
+            self.publishes += 1
+
+    def start(self) -> None:
+        self.publishes, self.on, self._began = 0, True, time.process_time()
+
+    def stop(self) -> None:
+        self.on, self.cpu_s = False, time.process_time() - self._began
+
+
+async def raw_round_trips(q, rounds: int, counted: Counted | None = None) -> list[float]:
     """The two publishes an ask and its answer ride on, with nothing between them."""
     there = (topics.agent_inbox("rawbob"), topics.inbox_group("rawbob"))
     back = (topics.agent_inbox("rawalice"), topics.inbox_group("rawalice"))
@@ -121,11 +143,15 @@ async def raw_round_trips(q, rounds: int) -> list[float]:
 
     await q.subscribe_batch(*there, BatchOptions(), forward)
     out = []
+    if counted is not None:
+        counted.start()
     for i in range(rounds):
         began = time.perf_counter()
         await q.publish(there[0], new(TaskAssigned(agent_handle="rawbob", task=str(i)), trace_of()))
         await arrivals.wait_for(i + 1)
         out.append((max(arrivals.at.values()) - began) * 1000)
+    if counted is not None:
+        counted.stop()
     for topic, group in (there, back):
         await q.detach(topic, group)
         await q.delete_subscription(topic, group)
@@ -203,6 +229,7 @@ async def asks(q, coord, rounds: int, parts: dict | None = None) -> list[float]:
     if parts is not None:  # a listener stays for the client's life: off again after these asks
         q.add_publish_listener(acks)
         acks.on = True
+        cpu_began = time.process_time()
     for i in range(rounds):
         began = time.perf_counter()
         outcome = await a2a.ask(node, asker="alice", target="bob", brief=f"question {i}", depth=0, trace=trace_of())
@@ -217,6 +244,8 @@ async def asks(q, coord, rounds: int, parts: dict | None = None) -> list[float]:
             parts.setdefault("ask", []).append((asked - began) * 1000)
     acks.on = False
     if parts is not None:
+        parts["cpu_ms"] = (time.process_time() - cpu_began) * 1000 / rounds
+        parts["publishes"] = len(acks.seen) / rounds
         parts["turn"] = timed.ms
         parts["steps"] = steps(acks, began_at, arrived_at, timed.spans)
     await runtime.stop(cut=False)
@@ -243,10 +272,12 @@ async def main() -> None:
         q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token), node_id="bench", tuning=Tuning())
         kv = await NatsKVCoord.connect(broker.client_url, broker.token, name="bench-coord")
         try:
+            counted = Counted()
+            q.add_publish_listener(counted)
             await raw_round_trips(q, 20)  # warm the streams and the loop
             for label, coord in (("coordination local (the twin)", LocalCoord()), ("coordination embedded-kv", kv)):
                 await asks(q, coord, 10)  # warm: buckets, consumers
-                raw = await raw_round_trips(q, rounds)
+                raw = await raw_round_trips(q, rounds, counted)
                 parts: dict = {}
                 measured = await asks(q, coord, rounds, parts)
                 ratio = pct(measured, 0.5) / pct(raw, 0.5)
@@ -257,6 +288,8 @@ async def main() -> None:
                 print(line("  of which the answering turn engine", parts["turn"]))
                 print(f"  ratio at p50: {ratio:.2f}x the raw round trip (target under 3x)"
                       f"; at p99: {pct(measured, 0.99) / pct(raw, 0.99):.2f}x")
+                print(f"  this process's CPU per ask: {parts['cpu_ms']:.2f} ms over {parts['publishes']:.0f} publishes on the queue; "
+                      f"per raw round trip: {counted.cpu_s * 1000 / rounds:.2f} ms over {counted.publishes / rounds:.0f}")
                 print("  where an ask's time goes (medians):")
                 for step, values in parts["steps"].items():
                     print(f"    {step:<52} {statistics.median(values):6.2f} ms")
