@@ -89,6 +89,7 @@ async def test_each_trigger_the_ledger_holds_is_skipped_with_the_reason_it_was_r
     for skip in skips:  # each traced as a child of the mail it skipped
         skipped = {str(e.id): e for e in (worked, answered, abandoned)}[skip.get("trigger_id")]
         assert skip.trace_id == skipped.trace_id and skip.parent_span_id == skipped.span_id
+        assert skip.span_id not in ("", None, skipped.span_id) and skip.source == "engine"
     await eventually(lambda: rig.turns.outcomes == ["completed"], message="the fresh mail's turn")
     assert rig.turns.turns_of() == [["fresh"]]
     assert await _settled(rig)
@@ -194,6 +195,22 @@ async def test_a_conversation_longer_than_the_max_batch_runs_in_turns_of_at_most
         await rig.runtime.on_seat_acquired("alice", None)
         await eventually(lambda: len(rig.turns.outcomes) == 3, message="three turns")
         assert rig.turns.turns_of() == [["m0", "m1"], ["m2", "m3"], ["m4"]]
+        assert await _settled(rig)
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def test_an_idle_seat_waits_out_the_companys_coalesce_window_for_a_burst(backend):
+    # notification_coalesce_window_seconds (seed 000): the first mail of an idle seat waits for
+    # more within the window, so a burst is one turn; the batch cap ends the wait early.
+    rig = await make_rig(backend, the_company=company(window=30, max_batch=2))
+    try:
+        await rig.runtime.on_seat_acquired("alice", None)
+        await rig.publish(mail("first", key="slack:C6:4", at=0))
+        await throughout(lambda: not rig.turns.requests, window=0.5, message="the first mail ran before the window ended")
+        await rig.publish(mail("second", key="slack:C6:4", at=1))
+        await eventually(lambda: len(rig.turns.outcomes) == 1, message="one turn for the burst")
+        assert rig.turns.turns_of() == [["first", "second"]]
         assert await _settled(rig)
     finally:
         await rig.runtime.stop(cut=True)
