@@ -71,7 +71,9 @@ async def test_stop_running_stops_the_running_turn_and_its_trigger_counts_as_wor
     from engine.coord.ledger import CompletionLedger
 
     trigger = rig.turns.requests[0].trigger
-    assert await CompletionLedger(rig.node.coord).worked("alice", str(trigger.id)) is not None
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(trigger.id))
+    assert (record.turn_id, record.reason) == (rig.turns.requests[0].turn_id, "")  # worked, not abandoned
+    assert rig.published.of("turn_trigger_skipped") == [] and rig.host().last_error is None
     # who stopped it and why, as the turn engine records it on the stopped turn
     assert rig.turns.requests[0].stop_requested() == {"stopped_by": "admin", "stopped_by_seat": "", "reason": "checking something"}
 
