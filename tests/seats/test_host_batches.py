@@ -9,12 +9,13 @@ from datetime import datetime
 import pytest
 
 from engine.coord.ledger import CompletionLedger
+from engine.queue.contract import Unreachable
 from seats import host as host_module
 from notify.coalesce import CoalesceError
-from seats.host import ABANDONED, SKIP_WORKED
+from seats.host import ABANDONED, SKIP_ABANDONED_BEFORE, SKIP_ANSWERED, SKIP_WORKED
 from seats.turn import TurnResult
 from tests.queue.waiting import eventually, throughout
-from tests.seats.hosting import backend, labels, mail, make_rig, rig  # noqa: F401  (fixtures)
+from tests.seats.hosting import backend, company, labels, mail, make_rig, rig  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,6 +60,160 @@ async def test_a_trigger_the_ledger_holds_is_skipped_out_loud(rig):
     assert [(s.get("trigger_id"), s.get("reason"), s.get("worked_by_turn_id")) for s in skips] == [
         (str(worked.id), SKIP_WORKED, "turn-earlier")]
     assert await _settled(rig)
+
+
+async def test_each_trigger_the_ledger_holds_is_skipped_with_the_reason_it_was_recorded_for(rig):
+    # One conversation: the fresh mail first, then three the ledger holds, each for another reason.
+    fresh, worked, answered, abandoned = (mail(label, key="slack:C7:1", at=i)
+                                          for i, label in enumerate(("fresh", "worked", "answered", "abandoned")))
+    ledger = CompletionLedger(rig.node.coord)
+    await ledger.record_worked("alice", str(worked.id), "turn-1")
+    await ledger.record_worked("alice", str(answered.id), "turn-2", reason="answered_in_thread")
+    await ledger.record_worked("alice", str(abandoned.id), "turn-3", reason="abandoned")
+    await rig.publish(fresh, worked, answered, abandoned)
+    await rig.runtime.on_seat_acquired("alice", None)
+    skips = await eventually(lambda: len(rig.published.of("turn_trigger_skipped")) == 3 and rig.published.of("turn_trigger_skipped"),
+                             message="three skips recorded")
+    agent_id = str(rig.node.company.agent_id_for("alice"))
+    shown = {s.get("trigger_id"): (s.get("reason"), s.get("worked_by_turn_id"), s.get("detail"), s.get("conversation_key"),
+                                   s.get("trigger_type"), s.get("abandoned"), s.get("agent_id"), s.get("agent_handle"),
+                                   s.get("agent_role")) for s in skips}
+    assert shown == {
+        str(worked.id): (SKIP_WORKED, "turn-1", "the completion ledger records it worked by turn turn-1", "slack:C7:1",
+                         worked.type, False, agent_id, "alice", "engineer"),
+        str(answered.id): (SKIP_ANSWERED, "turn-2", "the completion ledger records it answered_in_thread by turn turn-2",
+                           "slack:C7:1", answered.type, False, agent_id, "alice", "engineer"),
+        str(abandoned.id): (SKIP_ABANDONED_BEFORE, "turn-3", "the completion ledger records it abandoned by turn turn-3",
+                            "slack:C7:1", abandoned.type, False, agent_id, "alice", "engineer"),
+    }
+    for skip in skips:  # each traced as a child of the mail it skipped
+        skipped = {str(e.id): e for e in (worked, answered, abandoned)}[skip.get("trigger_id")]
+        assert skip.trace_id == skipped.trace_id and skip.parent_span_id == skipped.span_id
+        assert skip.span_id not in ("", None, skipped.span_id) and skip.source == "engine"
+    await eventually(lambda: rig.turns.outcomes == ["completed"], message="the fresh mail's turn")
+    assert rig.turns.turns_of() == [["fresh"]]
+    assert await _settled(rig)
+
+
+async def test_what_get_seats_shows_of_a_seat_through_a_provider_outage_and_after_it(rig):
+    """A completed turn's record, a provider outage's (the seat `stopped`, its last error), and
+    the seat `idle` again once a turn completes; `turns_run` counts every settled turn."""
+    down = {"now": False}
+
+    def decide(request):
+        if down["now"]:
+            return TurnResult(outcome="llm_unavailable", turn_id=request.turn_id, rounds=0, tokens_in=0, tokens_out=0,
+                              duration_ms=7, error="main: server: HTTP 503", error_kind="server", transient=True)
+        return TurnResult(outcome="completed", turn_id=request.turn_id, rounds=1, tokens_in=1, tokens_out=1, duration_ms=42)
+
+    rig.turns.decide = decide
+    first, second = mail("a0", key="slack:C8:1", at=0), mail("a1", key="slack:C8:1", at=1)
+    await rig.publish(first, second)
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: rig.host().turns_run == 1, message="the first turn settled")
+    [request] = rig.turns.requests
+    shown = rig.host().describe()
+    assert {k: v for k, v in shown["last_turn"].items() if k != "finished_at"} == {
+        "turn_id": request.turn_id, "outcome": "completed", "trigger_id": str(request.trigger.id),
+        "trigger_ids": [str(first.id), str(second.id)], "duration_ms": 42}
+    assert datetime.fromisoformat(shown["last_turn"]["finished_at"])
+    assert (shown["state"], shown["holds"], shown["running"], shown["last_error"], shown["turns_run"], shown["parked"]) == \
+        ("idle", [], None, None, 1, None)
+
+    down["now"] = True
+    await rig.publish(mail("b0", key="slack:C8:2"))
+    await eventually(lambda: rig.host().state == "stopped", message="the seat shown stopped while its provider is down")
+    failed = rig.turns.requests[1]
+    shown = rig.host().describe()
+    assert {k: v for k, v in shown["last_error"].items() if k != "at"} == {
+        "turn_id": failed.turn_id, "outcome": "llm_unavailable", "error": "main: server: HTTP 503"}
+    assert datetime.fromisoformat(shown["last_error"]["at"])
+    assert shown["last_turn"]["outcome"] == "llm_unavailable" and shown["last_turn"]["duration_ms"] == 7
+    assert await rig.pending() == 1  # NAKed, not acknowledged: it runs again
+    assert rig.published.of("turn_trigger_skipped") == []
+
+    down["now"] = False
+    await eventually(lambda: rig.turns.outcomes[-1] == "completed" and rig.host().state == "idle",
+                     message="the seat idle again once the mail ran")
+    await eventually(lambda: rig.host().turns_run == len(rig.turns.outcomes), message="every turn counted")
+    assert rig.host().describe()["last_turn"]["outcome"] == "completed"
+    assert rig.host().describe()["last_error"]["turn_id"] == failed.turn_id  # kept until another error replaces it
+    assert await _settled(rig)
+
+
+@pytest.mark.parametrize("result,reason,detail", [
+    ({"outcome": "failed", "error": ""}, ABANDONED["failed"], "failed"),
+    ({"outcome": "failed", "error": "tool loop broke", "guard": "max_iter"}, ABANDONED["guard"], "tool loop broke"),
+    ({"outcome": "failed", "error": "declined", "model_refused": True}, ABANDONED["refusal"], "declined"),
+    ({"outcome": "llm_unavailable", "error": "main: auth: HTTP 401"}, ABANDONED["provider"], "main: auth: HTTP 401"),
+], ids=["failed-without-error", "guard", "model-declined", "provider-refused"])
+async def test_a_turn_that_ends_failed_is_abandoned_with_the_reason_that_ended_it(rig, result, reason, detail):
+    rig.turns.decide = lambda request: TurnResult(turn_id=request.turn_id, rounds=1, tokens_in=1, tokens_out=1,
+                                                  duration_ms=1, **result)
+    m1 = mail("m1", key="slack:C6:1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment recorded")
+    assert (skip.get("reason"), skip.get("detail"), skip.get("abandoned"), skip.get("trigger_id")) == (reason, detail, True, str(m1.id))
+    [request] = rig.turns.requests
+    assert {k: v for k, v in rig.host().describe()["last_error"].items() if k != "at"} == \
+        {"turn_id": request.turn_id, "outcome": result["outcome"], "error": detail}
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
+    assert (record.turn_id, record.reason) == (request.turn_id, "abandoned")
+    assert await _settled(rig)
+    assert len(rig.turns.requests) == 1
+
+
+async def test_a_turn_whose_record_the_broker_did_not_take_is_naked_unrecorded_and_shown_as_the_seats_last_error(rig):
+    lost = ["once"]
+    unacknowledged = "jetstream: publish to crewlet.events.agent_turn_completed was not acknowledged within 10s " + "x" * 600
+
+    def decide(request):
+        if lost:
+            lost.pop()
+            raise Unreachable(unacknowledged)
+        return "completed"
+
+    rig.turns.decide = decide
+    m1 = mail("m1", key="slack:C6:2")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: rig.turns.outcomes == ["completed"], message="the mail run again once the broker took it")
+    first, again = rig.turns.requests
+    assert {k: v for k, v in rig.host().describe()["last_error"].items() if k != "at"} == {
+        "turn_id": first.turn_id, "outcome": "failed", "error": f"Unreachable: queue: {unacknowledged}"[:500]}  # cut at 500
+    assert rig.published.of("turn_trigger_skipped") == [] and rig.published.of("turn.guard_breach") == []
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
+    assert (record.turn_id, record.reason) == (again.turn_id, "")
+    assert await _settled(rig)
+
+
+async def test_a_conversation_longer_than_the_max_batch_runs_in_turns_of_at_most_that_many(backend):
+    rig = await make_rig(backend, the_company=company(max_batch=2))
+    try:
+        await rig.publish(*(mail(f"m{i}", key="slack:C6:3", at=i) for i in range(5)))
+        await rig.runtime.on_seat_acquired("alice", None)
+        await eventually(lambda: len(rig.turns.outcomes) == 3, message="three turns")
+        assert rig.turns.turns_of() == [["m0", "m1"], ["m2", "m3"], ["m4"]]
+        assert await _settled(rig)
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def test_an_idle_seat_waits_out_the_companys_coalesce_window_for_a_burst(backend):
+    # notification_coalesce_window_seconds (seed 000): the first mail of an idle seat waits for
+    # more within the window, so a burst is one turn; the batch cap ends the wait early.
+    rig = await make_rig(backend, the_company=company(window=30, max_batch=2))
+    try:
+        await rig.runtime.on_seat_acquired("alice", None)
+        await rig.publish(mail("first", key="slack:C6:4", at=0))
+        await throughout(lambda: not rig.turns.requests, window=0.5, message="the first mail ran before the window ended")
+        await rig.publish(mail("second", key="slack:C6:4", at=1))
+        await eventually(lambda: len(rig.turns.outcomes) == 1, message="one turn for the burst")
+        assert rig.turns.turns_of() == [["first", "second"]]
+        assert await _settled(rig)
+    finally:
+        await rig.runtime.stop(cut=True)
 
 
 async def test_a_turn_whose_providers_are_all_down_naks_and_newer_mail_of_its_conversation_runs_first(rig):

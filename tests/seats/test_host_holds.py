@@ -71,7 +71,11 @@ async def test_stop_running_stops_the_running_turn_and_its_trigger_counts_as_wor
     from engine.coord.ledger import CompletionLedger
 
     trigger = rig.turns.requests[0].trigger
-    assert await CompletionLedger(rig.node.coord).worked("alice", str(trigger.id)) is not None
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(trigger.id))
+    assert (record.turn_id, record.reason) == (rig.turns.requests[0].turn_id, "")  # worked, not abandoned
+    assert rig.published.of("turn_trigger_skipped") == [] and rig.host().last_error is None
+    # who stopped it and why, as the turn engine records it on the stopped turn
+    assert rig.turns.requests[0].stop_requested() == {"stopped_by": "admin", "stopped_by_seat": "", "reason": "checking something"}
 
 
 async def test_a_seat_out_of_budget_is_parked_and_a_raised_ceiling_releases_it(backend):
@@ -111,6 +115,39 @@ async def test_a_turn_the_budget_refused_parks_until_its_window_turns_over(rig):
                      message="the mail to run again once the window turned over")
     assert [r.trigger.id for r in rig.turns.requests][0] == rig.turns.requests[1].trigger.id
     await eventually(lambda: _empty(rig), message="the inbox to be acked")
+
+
+async def test_a_turn_that_ran_out_of_budget_without_a_refusal_parks_the_seat_by_the_budgets_own_reading(backend):
+    # The turn spent the window's room and ended budget_exhausted without the refusal: the host
+    # reads the budget itself, parks the seat, and the mail runs once a raised ceiling lifts the park.
+    tight = company(alice_budget={"day": 100})
+    rig = await make_rig(backend, the_company=tight)
+    ends = ["budget_exhausted"]
+
+    def decide(request):
+        if ends:
+            return TurnResult(outcome=ends.pop(), turn_id=request.turn_id, rounds=1, tokens_in=75, tokens_out=75, duration_ms=1)
+        return "completed"
+
+    rig.turns.decide = decide
+    try:
+        gate = rig.turns.hold()
+        await rig.runtime.on_seat_acquired("alice", None)
+        await rig.publish(mail("costly"))
+        await eventually(lambda: rig.turns.running == 1, message="the turn to start")
+        await Budgets(rig.node.coord).charge(tight, tight.seat_by_handle("alice"), 150)  # what the turn spent
+        gate.set()
+        await eventually(lambda: rig.host().state == "parked", message="the seat to park")
+        assert HOLD_BUDGET in rig.host().holds and rig.host().describe()["parked"]["scope"] == "seat"
+        assert rig.turns.outcomes == ["budget_exhausted"] and await rig.pending() == 1
+        turn_id = rig.turns.requests[0].turn_id
+        assert {k: v for k, v in rig.host().describe()["last_error"].items() if k != "at"} == \
+            {"turn_id": turn_id, "outcome": "budget_exhausted", "error": "budget_exhausted"}
+        await rig.node.apply(company(alice_budget={"day": 10_000}))
+        await eventually(lambda: rig.turns.outcomes == ["budget_exhausted", "completed"], message="the parked mail to run")
+        await eventually(lambda: _empty(rig), message="the inbox to be acked")
+    finally:
+        await rig.runtime.stop(cut=True)
 
 
 async def test_the_node_gate_bounds_turns_in_flight_and_waiting_keeps_the_delivery(backend):

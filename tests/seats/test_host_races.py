@@ -15,10 +15,10 @@ import asyncio
 
 import pytest
 
-from seats.holds import HOLD_PAUSED
+from seats.holds import HOLD_NO_PROVIDER, HOLD_PAUSED
 from seats.pauses import pause_seat, resume_seat
 from tests.queue.waiting import eventually, throughout
-from tests.seats.hosting import backend, mail, make_rig  # noqa: F401  (fixtures)
+from tests.seats.hosting import backend, company, mail, make_rig  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -97,6 +97,30 @@ async def test_a_delivery_waiting_for_a_slot_when_the_pause_lands_runs_no_turn(b
         assert await rig.pending() == 1
         await _resume(rig)
         await eventually(lambda: rig.turns.turns_of("alice") == [["alice's"]], message="alice's mail after the resume")
+        await eventually(lambda: _count(rig.pending(), 0), message="alice's mail acked")
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def test_a_delivery_waiting_for_a_slot_when_a_revision_drops_the_providers_runs_no_turn(backend):
+    rig = await make_rig(backend, max_concurrent=1)
+    watched = rig.runtime.gate = WatchedGate(1)
+    try:
+        gate = rig.turns.hold()
+        await rig.runtime.on_seat_acquired("bob", None)
+        await rig.runtime.on_seat_acquired("alice", None)
+        await rig.publish(mail("bob's", handle="bob"), handle="bob")
+        await eventually(lambda: rig.turns.running == 1, message="bob's turn to take the only slot")
+        await rig.publish(mail("alice's"))
+        await eventually(lambda: watched.waiting == 1, message="alice's delivery to wait for the slot")
+        await rig.node.apply(company(providers=False))  # the revision lands while it waits
+        gate.set()
+        await eventually(lambda: rig.turns.outcomes[:1] == ["completed"], message="bob's turn to finish")
+        await throughout(lambda: rig.turns.turns_of("alice") == [], window=0.5, message="a turn ran with no provider")
+        assert HOLD_NO_PROVIDER in rig.host().holds and rig.host().state == "held"
+        assert await rig.pending() == 1
+        await rig.node.apply(company(providers=True))
+        await eventually(lambda: rig.turns.turns_of("alice") == [["alice's"]], message="alice's mail once a provider is back")
         await eventually(lambda: _count(rig.pending(), 0), message="alice's mail acked")
     finally:
         await rig.runtime.stop(cut=True)
