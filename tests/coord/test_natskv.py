@@ -3,12 +3,17 @@ NATS KV client lays one out, with no direct get so no read is answered by a lagg
 from __future__ import annotations
 
 import asyncio
+import json
 
 import nats
+import nats.js.errors
 import pytest
+from nats.js import api
 
+from engine.coord.contract import CoordError, Unavailable
 from engine.coord.natskv import NatsKVCoord, decode_key, encode_key
-from tests.coord.conftest import broker
+from tests.coord.conftest import NatsServer, broker
+from tests.queue.waiting import eventually, throughout
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -35,15 +40,117 @@ async def test_a_bucket_is_a_kv_stream_with_no_direct_get(server):
     nc = await nats.connect(server.client_url, token=server.token)
     try:
         await store.ensure_bucket("crewlet_layout", max_age=3600)
-        info = await nc.jetstream().stream_info("KV_crewlet_layout")
+        await store.ensure_bucket("crewlet_ageless")
+        await store.ensure_bucket("crewlet_brief", max_age=30)
+        js = nc.jetstream()
+        info = await js.stream_info("KV_crewlet_layout")
         assert info.config.subjects == ["$KV.crewlet_layout.>"]
-        assert info.config.max_msgs_per_subject == 1
+        assert info.config.max_msgs_per_subject == 1  # history 1: a key keeps its last write only
         assert not info.config.allow_direct
         assert info.config.allow_msg_ttl
         assert info.config.max_age == 3600
+        # The rest of the layout a stock KV client gives a bucket: a full bucket refuses a new
+        # write rather than dropping an old value, a rollup header is honoured, no message is
+        # deleted by hand, no bound on the count, on disk, on one replica here (stream.replicas).
+        assert info.config.discard == api.DiscardPolicy.NEW
+        assert info.config.allow_rollup_hdrs and info.config.deny_delete
+        assert info.config.max_msgs == -1
+        assert info.config.storage == api.StorageType.FILE
+        assert info.config.num_replicas == 1
+        # The duplicate window is two minutes, or the bucket's age when that is shorter.
+        assert info.config.duplicate_window == 120
+        ageless = (await js.stream_info("KV_crewlet_ageless")).config
+        assert (ageless.max_age, ageless.duplicate_window) in ((None, 120), (0, 120))
+        brief = (await js.stream_info("KV_crewlet_brief")).config
+        assert (brief.max_age, brief.duplicate_window) == (30, 30)
     finally:
         await nc.close()
         await store.close()
+
+
+async def test_a_lone_broker_asked_for_three_replicas_makes_no_bucket(server):
+    # stream.replicas reaches the create itself: a broker with no peers refuses a bucket on
+    # three disks, and no bucket on one disk is made in its place.
+    store = await NatsKVCoord.connect(server.client_url, server.token, replicas=3)
+    nc = await nats.connect(server.client_url, token=server.token)
+    try:
+        with pytest.raises(CoordError, match="replicas > 1 not supported"):
+            await store.ensure_bucket("crewlet_three")
+        with pytest.raises(nats.js.errors.NotFoundError):
+            await nc.jetstream().stream_info("KV_crewlet_three")
+    finally:
+        await nc.close()
+        await store.close()
+
+
+async def test_a_listing_reads_no_live_key_by_itself(server):
+    # seed 002, "A coordination read costs one ordered pass": a listing is the pass plus the
+    # stream's subject index; only a key the pass did not show live (here the deleted one) is
+    # read again from the leader. Every leader read is a request on $JS.API.STREAM.MSG.GET,
+    # which another connection may listen to.
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    nc = await nats.connect(server.client_url, token=server.token)
+    try:
+        await store.ensure_bucket("crewlet_listed")
+        for key in ("seat:alice", "seat:bob", "node:n1", "gone"):
+            await store.put("crewlet_listed", key, b"v")
+        await store.delete("crewlet_listed", "gone")
+        reads: list[str] = []
+
+        async def heard(msg) -> None:
+            reads.append(json.loads(msg.data)["last_by_subj"])
+
+        await nc.subscribe("$JS.API.STREAM.MSG.GET.KV_crewlet_listed", cb=heard)
+        await nc.flush()
+        assert await store.keys("crewlet_listed") == ["node:n1", "seat:alice", "seat:bob"]
+        assert await store.keys("crewlet_listed", prefix="seat:") == ["seat:alice", "seat:bob"]
+        await store.get("crewlet_listed", "end")  # one read more, after the listings' own
+
+        async def all_heard() -> bool:
+            return bool(reads) and reads[-1] == "$KV.crewlet_listed.end"
+
+        await eventually(all_heard, message="the listings' reads to be heard")
+        assert reads == ["$KV.crewlet_listed.gone", "$KV.crewlet_listed.end"]
+    finally:
+        await nc.close()
+        await store.close()
+
+
+async def test_a_broker_with_no_jetstream_is_unavailable_once_the_create_budget_is_spent(tmp_path):
+    # Asked again and again, never answered: the lookup gives up to the create, and the create
+    # to Unavailable naming its budget (shortened here; the defaults are pinned in
+    # tests/test_contract_numbers.py and by the fleet's formation tests).
+    server = NatsServer(tmp_path / "nojs", "natskv-nojs", jetstream=False)
+    await server.start()
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    store.lookup_budget_seconds, store.create_budget_seconds = 2.0, 3.0
+    try:
+        with pytest.raises(Unavailable) as refused:
+            await store.ensure_bucket("crewlet_nojs")
+        assert str(refused.value) == "coord: crewlet_nojs: the broker did not answer its create within 3s"
+    finally:
+        await store.close()
+        await server.stop()
+
+
+@pytest.mark.parametrize("phase", ["lookup", "create"])
+async def test_closing_the_store_ends_a_bucket_still_being_provisioned(tmp_path, phase):
+    # A node stopping while a bucket is still being asked for: the ask ends with Unavailable
+    # at once, not after the rest of the provisioning budgets (a minute by default).
+    server = NatsServer(tmp_path / "nojs", "natskv-nojs", jetstream=False)
+    await server.start()
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    if phase == "create":
+        store.lookup_budget_seconds = 0.0  # straight to the create's retries
+    try:
+        asking = asyncio.create_task(store.ensure_bucket("crewlet_nojs"))
+        await throughout(lambda: not asking.done(), window=1.5, message="the bucket to be asked for again and again")
+        await store.close()
+        with pytest.raises(Unavailable):
+            await asyncio.wait_for(asking, 5.0)
+    finally:
+        await store.close()
+        await server.stop()
 
 
 async def test_a_stock_kv_client_reads_what_the_store_wrote_and_back(server):
@@ -64,10 +171,7 @@ async def test_a_stock_kv_client_reads_what_the_store_wrote_and_back(server):
 
 
 async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_returns(tmp_path):
-    from engine.coord.contract import Unavailable
-    from tests.coord.conftest import NatsServer
     from tests.ports import PortHold
-    from tests.queue.waiting import eventually
 
     hold = PortHold()  # a fixed port, so the client redials the same address once it is back
     server = NatsServer(tmp_path / "fixed", "natskv-link", port=hold.port)
@@ -99,9 +203,6 @@ async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_retur
 
 
 async def test_a_connection_closed_for_good_is_reported_once_with_its_reason(tmp_path):
-    from tests.coord.conftest import NatsServer
-    from tests.queue.waiting import eventually
-
     server = NatsServer(tmp_path / "gone", "natskv-gone")
     await server.start()
     reasons: list[str] = []
