@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 import nats
 import nats.js.errors
@@ -11,7 +12,7 @@ import pytest
 from nats.js import api
 
 from engine.coord.contract import CoordError, Unavailable
-from engine.coord.natskv import NatsKVCoord, decode_key, encode_key
+from engine.coord.natskv import CREATE_BUDGET_SECONDS, NatsKVCoord, decode_key, encode_key
 from tests.coord.conftest import NatsServer, broker
 from tests.queue.waiting import eventually, throughout
 
@@ -219,6 +220,46 @@ async def test_a_connection_closed_for_good_is_reported_once_with_its_reason(tmp
     finally:
         await store.close()
     assert len(reasons) == 1  # our own close is not news
+
+
+async def test_a_coroutine_hearing_the_loss_is_awaited_and_the_reason_names_the_last_error(tmp_path):
+    server = NatsServer(tmp_path / "gone", "natskv-gone")
+    await server.start()
+    reasons: list[str] = []
+
+    async def heard(reason: str) -> None:
+        await asyncio.sleep(0)
+        reasons.append(reason)
+
+    store = await NatsKVCoord.connect(server.client_url, server.token, reconnect_attempts=1, on_closed=heard)
+    try:
+        await server.stop()
+        await eventually(lambda: reasons, timeout=20, message="the coroutine to hear the loss")
+        # the client's last error by type and text, its token scrubbed: what the node reports
+        assert re.fullmatch(r"coord: the NATS client closed the coordination connection for good \((\w+): (.+)\)",
+                            reasons[0]), reasons[0]
+        assert "no error" not in reasons[0] and server.token not in reasons[0]
+    finally:
+        await store.close()
+
+
+async def test_a_broker_that_is_not_there_once_the_dial_gives_up_is_unavailable_naming_it(tmp_path):
+    from tests.ports import PortHold
+
+    with PortHold() as hold:  # bound, never listening: a dial to it is refused at once
+        with pytest.raises(Unavailable) as refused:
+            await NatsKVCoord.connect(f"nats://127.0.0.1:{hold.port}", "a-token", reconnect_attempts=1)
+    assert str(refused.value) == (f"coord: the broker at nats://127.0.0.1:{hold.port} did not answer the dial: "
+                                  "NoServersError")
+
+
+async def test_a_plain_dial_is_a_lone_broker_s_one_replica_and_short_create_budget(server):
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    try:
+        assert store.create_budget_seconds == CREATE_BUDGET_SECONDS
+        await store.ensure_bucket("crewlet_plain")  # one replica: a lone broker would refuse more
+    finally:
+        await store.close()
 
 
 async def test_closing_the_store_is_not_reported_as_a_loss(server):
