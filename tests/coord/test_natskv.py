@@ -171,6 +171,32 @@ async def test_a_stock_kv_client_reads_what_the_store_wrote_and_back(server):
         await store.close()
 
 
+async def test_the_brokers_own_marker_for_an_aged_out_value_reads_as_no_value(server):
+    # A bucket a stock client made with limit markers (`nats kv add --marker-ttl`) is adopted as
+    # found; when a value ages out there the broker leaves a marker of its own
+    # (Nats-Marker-Reason, no KV-Operation), which reads as no value and leaves the key free.
+    nc = await nats.connect(server.client_url, token=server.token)
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    try:
+        await nc.jetstream().create_key_value(api.KeyValueConfig(bucket="crewlet_marked", ttl=1.0, limit_marker_ttl=30.0))
+        assert (await store.ensure_bucket("crewlet_marked")).max_age == 1.0
+        first = await store.put("crewlet_marked", "seat:alice", b"v")
+
+        async def gone() -> bool:
+            return await store.get("crewlet_marked", "seat:alice") is None
+
+        await eventually(gone, message="the bucket's age to take the value")
+        marker = await nc.jetstream().get_msg("KV_crewlet_marked", subject="$KV.crewlet_marked.seat=3Aalice", direct=False)
+        assert marker.headers.get("Nats-Marker-Reason") == "MaxAge" and "KV-Operation" not in marker.headers
+        assert await store.keys("crewlet_marked") == []
+        again = await store.create("crewlet_marked", "seat:alice", b"again")
+        assert again > marker.seq > first
+        assert (await store.get("crewlet_marked", "seat:alice")).value == b"again"
+    finally:
+        await nc.close()
+        await store.close()
+
+
 async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_returns(tmp_path):
     from tests.ports import PortHold
 
