@@ -74,11 +74,21 @@ async def test_a_lone_broker_asked_for_three_replicas_makes_no_bucket(server):
     # three disks, and no bucket on one disk is made in its place.
     store = await NatsKVCoord.connect(server.client_url, server.token, replicas=3)
     nc = await nats.connect(server.client_url, token=server.token)
+    creates: list[str] = []
+
+    async def heard(msg) -> None:
+        creates.append(msg.subject)
+
     try:
+        await nc.subscribe("$JS.API.STREAM.CREATE.KV_crewlet_three", cb=heard)
+        await nc.flush()
         with pytest.raises(CoordError, match="replicas > 1 not supported"):
             await store.ensure_bucket("crewlet_three")
         with pytest.raises(nats.js.errors.NotFoundError):
             await nc.jetstream().stream_info("KV_crewlet_three")
+        # the broker's refusal is final: the create is not sent again for the rest of its budget
+        await eventually(lambda: creates, message="the create to be heard")
+        assert creates == ["$JS.API.STREAM.CREATE.KV_crewlet_three"]
     finally:
         await nc.close()
         await store.close()
@@ -134,19 +144,59 @@ async def test_a_broker_with_no_jetstream_is_unavailable_once_the_create_budget_
         await server.stop()
 
 
+async def test_a_lookup_and_a_create_nobody_answers_are_each_asked_again_then_unavailable(tmp_path):
+    # seed 002, "A dropped stream or consumer lookup is asked again": a member that is not the
+    # metadata leader may drop a request without a word. Here something takes every JetStream
+    # request and answers none: the lookup is asked again a second after each silence, then
+    # falls through to the create, which is sent again too, until the create's budget is spent
+    # (budgets shortened; the one-second lookup wait and retry are the defaults).
+    server = NatsServer(tmp_path / "silent", "natskv-silent", jetstream=False)
+    await server.start()
+    silent = await nats.connect(server.client_url, token=server.token)
+    asked: list[str] = []
+
+    async def drop(msg) -> None:
+        asked.append(msg.subject)
+
+    await silent.subscribe("$JS.API.>", cb=drop)
+    await silent.flush()
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    store.lookup_budget_seconds, store.create_budget_seconds, store.create_timeout_seconds = 3.0, 4.0, 1.0
+    try:
+        with pytest.raises(Unavailable) as refused:
+            await asyncio.wait_for(store.ensure_bucket("crewlet_silent"), 30)
+        assert str(refused.value) == "coord: crewlet_silent: the broker did not answer its create within 4s"
+        lookups = asked.count("$JS.API.STREAM.INFO.KV_crewlet_silent")
+        creates = asked.count("$JS.API.STREAM.CREATE.KV_crewlet_silent")
+        assert lookups >= 2 and creates >= 2, asked
+        assert asked.index("$JS.API.STREAM.CREATE.KV_crewlet_silent") == lookups  # every lookup before the first create
+    finally:
+        await store.close()
+        await silent.close()
+        await server.stop()
+
+
+@pytest.mark.parametrize("ended_by", ["the node", "the client"])
 @pytest.mark.parametrize("phase", ["lookup", "create"])
-async def test_closing_the_store_ends_a_bucket_still_being_provisioned(tmp_path, phase):
-    # A node stopping while a bucket is still being asked for: the ask ends with Unavailable
-    # at once, not after the rest of the provisioning budgets (a minute by default).
+async def test_a_connection_ended_while_a_bucket_is_being_provisioned_ends_the_ask(tmp_path, phase, ended_by):
+    # The node stopping, or the client giving up on the broker for good, while a bucket is
+    # still being asked for: the ask ends with Unavailable at once, not after the rest of the
+    # provisioning budgets (a minute by default).
     server = NatsServer(tmp_path / "nojs", "natskv-nojs", jetstream=False)
     await server.start()
-    store = await NatsKVCoord.connect(server.client_url, server.token)
+    store = await NatsKVCoord.connect(server.client_url, server.token, reconnect_attempts=1)
     if phase == "create":
-        store.lookup_budget_seconds = 0.0  # straight to the create's retries
+        # straight to the create's retries; an unanswered create waits a second, not fifteen,
+        # so that a create in flight when the client gives up times out inside the window below
+        store.lookup_budget_seconds, store.create_timeout_seconds = 0.0, 1.0
     try:
         asking = asyncio.create_task(store.ensure_bucket("crewlet_nojs"))
         await throughout(lambda: not asking.done(), window=1.5, message="the bucket to be asked for again and again")
-        await store.close()
+        if ended_by == "the node":
+            await store.close()
+        else:
+            await server.stop()
+            await eventually(lambda: store.link == "closed", timeout=20, message="the client to give up")
         with pytest.raises(Unavailable):
             await asyncio.wait_for(asking, 5.0)
     finally:
