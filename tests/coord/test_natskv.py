@@ -82,8 +82,9 @@ async def test_a_lone_broker_asked_for_three_replicas_makes_no_bucket(server):
     try:
         await nc.subscribe("$JS.API.STREAM.CREATE.KV_crewlet_three", cb=heard)
         await nc.flush()
-        with pytest.raises(CoordError, match="replicas > 1 not supported"):
+        with pytest.raises(CoordError) as refused:
             await store.ensure_bucket("crewlet_three")
+        assert str(refused.value) == "coord: crewlet_three: replicas > 1 not supported in non-clustered mode"
         with pytest.raises(nats.js.errors.NotFoundError):
             await nc.jetstream().stream_info("KV_crewlet_three")
         # the broker's refusal is final: the create is not sent again for the rest of its budget
