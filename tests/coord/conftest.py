@@ -90,10 +90,11 @@ class NatsServer:
     """A nats-server child process: JetStream on, 127.0.0.1, a kernel-picked port, a token.
     The stand-in for engine.queue.broker.EmbeddedBroker (same shape) where that is absent."""
 
-    def __init__(self, store_dir: Path, server_name: str, port: int = -1) -> None:
+    def __init__(self, store_dir: Path, server_name: str, port: int = -1, jetstream: bool = True) -> None:
         self.store_dir = store_dir
         self.server_name = server_name
         self.port = port  # -1: the kernel picks; a fixed one lets a client redial the same address
+        self.jetstream = jetstream  # False: a broker that answers no JetStream request
         self.token = secrets.token_hex(16)
         self.client_url = ""
         self._proc: asyncio.subprocess.Process | None = None
@@ -107,8 +108,9 @@ class NatsServer:
         for stale in ports.glob("*.ports"):
             stale.unlink()
         self.client_url = ""
+        js = ["-js", "-sd", str(self.store_dir / "js")] if self.jetstream else []
         self._proc = await asyncio.create_subprocess_exec(
-            binary, "-js", "-sd", str(self.store_dir / "js"), "-a", "127.0.0.1", "-p", str(self.port),
+            binary, *js, "-a", "127.0.0.1", "-p", str(self.port),
             "-n", self.server_name, "--auth", self.token, "--ports_file_dir", str(ports),
             stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         give_up = time.monotonic() + WAIT_SECONDS

@@ -1,6 +1,8 @@
 """The coordination store contract, certified once for every backend (engine/coord/contract.py)."""
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from engine.coord.contract import (
@@ -33,7 +35,7 @@ async def test_create_is_create_only(coord):
     rev = await coord.create(b, "seat:alice", b"one")
     with pytest.raises(KeyExists) as refused:
         await coord.create(b, "seat:alice", b"two")
-    assert str(refused.value).startswith("coord: ")
+    assert str(refused.value) == f"coord: {b} seat:alice: already holds revision {rev}"
     entry = await coord.get(b, "seat:alice")
     assert (entry.key, entry.value, entry.revision) == ("seat:alice", b"one", rev)
     assert entry.updated > 0
@@ -57,6 +59,46 @@ async def test_compare_and_set_on_a_missing_key_is_refused(coord):
     with pytest.raises(RevisionMismatch):
         await coord.update(b, "never", b"x", 0)
     assert await coord.get(b, "never") is None
+
+
+async def test_of_many_nodes_creating_a_deleted_key_at_once_exactly_one_wins(backend, coord):
+    # The removal marker a delete leaves is itself the subject's last write: a create that
+    # finds it must still be conditional on it, or every node that read the marker wins.
+    b = await _bucket(coord)
+    await coord.create(b, "seat:alice", b"first")
+    await coord.delete(b, "seat:alice")
+    stores = [coord] + [await backend.store(f"node-{n}") for n in "bcd"]
+
+    async def take(store: CoordStore, n: int) -> int | None:
+        try:
+            return await store.create(b, "seat:alice", f"node-{n}".encode())
+        except KeyExists:
+            return None
+
+    revs = await asyncio.gather(*(take(stores[n % len(stores)], n) for n in range(12)))
+    won = [(n, rev) for n, rev in enumerate(revs) if rev is not None]
+    assert len(won) == 1, f"several creates of one key won: {won}"
+    entry = await coord.get(b, "seat:alice")
+    assert (entry.value, entry.revision) == (f"node-{won[0][0]}".encode(), won[0][1])
+
+
+async def test_an_empty_value_is_a_value(coord):
+    b = await _bucket(coord)
+    rev = await coord.create(b, "k", b"")
+    entry = await coord.get(b, "k")
+    assert (entry.value, entry.revision) == (b"", rev)
+    assert await coord.keys(b) == ["k"]
+    with pytest.raises(KeyExists):
+        await coord.create(b, "k", b"again")
+
+
+async def test_a_value_given_as_a_bytearray_or_memoryview_is_kept_as_its_bytes(coord):
+    b = await _bucket(coord)
+    await coord.put(b, "array", bytearray(b"from an array"))
+    rev = await coord.create(b, "view", memoryview(b"from a view"))
+    await coord.update(b, "view", memoryview(b"a view again"), rev)
+    assert (await coord.get(b, "array")).value == b"from an array"
+    assert (await coord.get(b, "view")).value == b"a view again"
 
 
 async def test_put_writes_whatever_is_there_and_revisions_grow(coord):
@@ -183,6 +225,17 @@ async def test_a_value_created_with_a_ttl_expires_alone(backend, coord):
     assert await coord.keys(b) == ["kept"]
 
 
+async def test_nodes_provisioning_one_bucket_at_once_agree_on_it(backend, coord):
+    # Each asks for its own age; whoever made it first decides, and every node adopts that.
+    stores = [coord] + [await backend.store(f"node-{n}") for n in "bcd"]
+    ages = [60.0, 120.0, 180.0, 240.0]
+    made = await asyncio.gather(*(s.ensure_bucket("crewlet_raced", max_age=age) for s, age in zip(stores, ages, strict=True)))
+    assert len({info.max_age for info in made}) == 1 and made[0].max_age in ages
+    assert all(info.name == "crewlet_raced" for info in made)
+    for s in stores:
+        assert (await s.ensure_bucket("crewlet_raced")).max_age == made[0].max_age
+
+
 async def test_an_existing_bucket_is_adopted_as_found(coord):
     first = await coord.ensure_bucket("crewlet_adopted", max_age=3600)
     again = await coord.ensure_bucket("crewlet_adopted", max_age=60)
@@ -208,11 +261,13 @@ async def test_a_ttl_that_is_not_positive_is_refused(coord, ttl):
     assert await coord.get(b, "k") is None
 
 
-async def test_an_unprovisioned_bucket_is_named_as_missing(coord):
+async def test_every_call_on_an_unprovisioned_bucket_names_it_missing(coord):
     for call in (coord.get("crewlet_nowhere", "k"), coord.create("crewlet_nowhere", "k", b"v"),
-                 coord.keys("crewlet_nowhere")):
-        with pytest.raises(BucketNotFound):
+                 coord.update("crewlet_nowhere", "k", b"v", 1), coord.put("crewlet_nowhere", "k", b"v"),
+                 coord.delete("crewlet_nowhere", "k"), coord.keys("crewlet_nowhere")):
+        with pytest.raises(BucketNotFound) as refused:
             await call
+        assert str(refused.value) == "coord: crewlet_nowhere: no such bucket"
 
 
 async def test_bad_names_are_refused(coord):

@@ -98,8 +98,13 @@ async def test_stream_replicas_reaches_the_coordination_buckets(server):
         await one.close()
     three = await open_coordination({"node": {"id": "node-1"}, "stream": {"replicas": 3}}, dial=dial)
     try:
-        with pytest.raises(CoordError, match="bucket crewlet_probe keeps 1 replica, below the 3 stream.replicas asks"):
+        with pytest.raises(CoordError) as refused:
             await three.records.ensure_bucket("crewlet_probe")
+        assert str(refused.value) == (
+            "coord: bucket crewlet_probe keeps 1 replica, below the 3 stream.replicas asks: the leases, the fencing "
+            "epochs and the company's records would be on fewer disks than the config claims. A booting node never "
+            "rewrites what the fleet shares: resize it deliberately (nats stream update KV_crewlet_probe --replicas=3), "
+            "or set stream.replicas back to 1")
     finally:
         await three.close()
 
