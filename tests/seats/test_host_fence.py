@@ -158,3 +158,24 @@ async def test_a_store_outage_spaces_its_deferrals_out_doubling_and_the_mail_run
                          "the mail worked once the store answered")
     finally:
         await rig.runtime.stop(cut=True)
+
+
+async def test_the_fence_a_turn_is_handed_says_held_while_the_lease_is_exclusive_and_not_once_a_renewal_is_overdue(backend):
+    # The turn engine asks this at the top of every round and before each tool call (seed 002,
+    # "Leases"); a host on a real lease must answer it from the lease as it stands now.
+    lease_of: dict = {}
+
+    def decide(request):
+        held = request.fence()
+        lease_of["alice"].last_renewed -= lease_of["alice"].ttl  # the renewal falls overdue mid-turn
+        return "completed" if held and not request.fence() else "failed"
+
+    rig = await make_rig(backend, decide=decide)
+    try:
+        lease = lease_of["alice"] = await rig.node.leases.acquire(seat_key("alice"))
+        await rig.runtime.on_seat_acquired("alice", lease)
+        await rig.publish(mail("worked under an exclusive lease"))
+        await eventually(lambda: rig.turns.outcomes == ["completed"],
+                         message="the fence to read held, then not held once the renewal was overdue")
+    finally:
+        await rig.runtime.stop(cut=True)
