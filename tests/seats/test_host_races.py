@@ -79,16 +79,8 @@ async def test_a_conversation_drained_before_the_pause_landed_is_deferred_and_ru
 
 async def test_a_delivery_waiting_for_a_slot_when_the_pause_lands_runs_no_turn(backend):
     rig = await make_rig(backend, max_concurrent=1)
-    watched = rig.runtime.gate = WatchedGate(1)
     try:
-        gate = rig.turns.hold()
-        await rig.runtime.on_seat_acquired("bob", None)
-        await rig.runtime.on_seat_acquired("alice", None)
-        await rig.publish(mail("bob's", handle="bob"), handle="bob")
-        await eventually(lambda: rig.turns.running == 1, message="bob's turn to take the only slot")
-        await rig.publish(mail("alice's"))
-        # alice's delivery has passed the host's first look at its holds and waits for the slot ...
-        await eventually(lambda: watched.waiting == 1, message="alice's delivery to wait for the slot")
+        gate = await _alice_waits_for_bobs_slot(rig)
         await _pause(rig)  # ... when the pause lands
         gate.set()
         await eventually(lambda: rig.turns.outcomes == ["completed"], message="bob's turn to finish")
@@ -104,15 +96,8 @@ async def test_a_delivery_waiting_for_a_slot_when_the_pause_lands_runs_no_turn(b
 
 async def test_a_delivery_waiting_for_a_slot_when_a_revision_drops_the_providers_runs_no_turn(backend):
     rig = await make_rig(backend, max_concurrent=1)
-    watched = rig.runtime.gate = WatchedGate(1)
     try:
-        gate = rig.turns.hold()
-        await rig.runtime.on_seat_acquired("bob", None)
-        await rig.runtime.on_seat_acquired("alice", None)
-        await rig.publish(mail("bob's", handle="bob"), handle="bob")
-        await eventually(lambda: rig.turns.running == 1, message="bob's turn to take the only slot")
-        await rig.publish(mail("alice's"))
-        await eventually(lambda: watched.waiting == 1, message="alice's delivery to wait for the slot")
+        gate = await _alice_waits_for_bobs_slot(rig)
         await rig.node.apply(company(providers=False))  # the revision lands while it waits
         gate.set()
         await eventually(lambda: rig.turns.outcomes[:1] == ["completed"], message="bob's turn to finish")
@@ -124,6 +109,20 @@ async def test_a_delivery_waiting_for_a_slot_when_a_revision_drops_the_providers
         await eventually(lambda: _count(rig.pending(), 0), message="alice's mail acked")
     finally:
         await rig.runtime.stop(cut=True)
+
+
+async def _alice_waits_for_bobs_slot(rig):
+    """Bob's turn holds the node's only slot (its gate, returned, still closed) while alice's
+    delivery has passed the host's first look at its holds and waits for the slot."""
+    watched = rig.runtime.gate = WatchedGate(1)
+    gate = rig.turns.hold()
+    await rig.runtime.on_seat_acquired("bob", None)
+    await rig.runtime.on_seat_acquired("alice", None)
+    await rig.publish(mail("bob's", handle="bob"), handle="bob")
+    await eventually(lambda: rig.turns.running == 1, message="bob's turn to take the only slot")
+    await rig.publish(mail("alice's"))
+    await eventually(lambda: watched.waiting == 1, message="alice's delivery to wait for the slot")
+    return gate
 
 
 async def _count(awaitable, n: int) -> bool:
