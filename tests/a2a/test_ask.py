@@ -5,13 +5,15 @@ close from the record's own stamps, and the maintenance duty's sweep on a steppe
 the seed's default timings."""
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from a2a import queries
 from a2a import service as a2a
 from a2a.channels import ChannelBook
 from a2a.errors import A2ARefused
-from engine.coord.leases import LeaseManager
+from engine.coord.leases import LeaseManager, seat_key
 from engine.coord.local import LocalCoord
 from engine.queue import topics
 from events.tracing import TraceContext, new_span_id, new_trace_id
@@ -121,6 +123,41 @@ async def test_an_answer_is_sent_only_by_the_node_holding_the_answering_seat(pai
     assert await a2a.answer(pair.node, request=ask, response="me", answered_by="carol", turn_id="t",
                             authorised=lambda: True) == a2a.BOUNCED
     assert await pair.queue.pending(topics.agent_inbox("alice"), topics.inbox_group("alice")) == 0
+
+
+async def test_an_answer_waits_while_the_answering_seats_renewal_is_overdue_and_is_sent_once_it_lands(backend, caplog):
+    # Seed 000: the node that authorises the answer is the one that owns the answering seat,
+    # asked of bob's lease as it stands when the turn ends (seed 002, "Leases"). Here the
+    # renewal falls overdue during bob's first turn: its answer is held back and the ask
+    # deferred; once the renewal lands bob's next turn answers, and alice is woken once.
+    caplog.set_level(logging.WARNING, logger="seats.host")
+    lease_of: dict = {}
+
+    def decide(request):
+        if request.seat.handle == "bob" and not lease_of.get("fell_overdue"):
+            lease_of["fell_overdue"] = True
+            lease_of["bob"].last_renewed -= lease_of["bob"].ttl
+        return _answering(request)
+
+    rig = await make_rig(backend, decide=decide)
+    try:
+        lease = lease_of["bob"] = await rig.node.leases.acquire(seat_key("bob"))
+        await rig.runtime.on_seat_acquired("bob", lease)
+        await rig.runtime.on_seat_acquired("alice", None)
+        outcome = await a2a.ask(rig.node, asker="alice", target="bob", brief="still yours?", depth=0, trace=_trace())
+        await eventually(lambda: any(r.getMessage() == "a2a_answer_not_authorised" for r in caplog.records),
+                         message="bob's answer held back while the renewal was overdue")
+        await throughout(lambda: not _triggers(rig, "alice"), window=0.5, message="no answer sent on an unproven lease")
+        assert (await ChannelBook(rig.node.coord).get(outcome.channel_id)).is_open
+        assert await rig.node.leases.renew(lease)
+        answers = await eventually(lambda: _triggers(rig, "alice"), message="the answer once the renewal landed")
+        assert [a.get("body") for a in answers] == ["answer to: still yours?"]
+        assert len(_triggers(rig, "bob")) == 2  # the ask ran again on the proven lease
+        channel = await ChannelBook(rig.node.coord).get(outcome.channel_id)
+        assert (channel.state, channel.closed_by, channel.message_count) == ("closed", "bob", 2)
+        await throughout(lambda: len(_triggers(rig, "alice")) == 1, window=0.5, message="alice woken once")
+    finally:
+        await rig.runtime.stop(cut=True)
 
 
 async def _read_inbox(queue, handle: str) -> list:
