@@ -34,8 +34,8 @@ class ChannelOut(Schema):
     responder: str
     state: str
     message_count: int
-    opened_at: float
-    closed_at: float | None
+    opened_at: str
+    closed_at: str | None
     closed_by: str
     turn_id: str
     reason: str

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, fields
+from datetime import datetime, timezone
 from typing import Any
 
 from engine.coord.contract import BucketNotFound, CoordStore, Entry, KeyExists, RevisionMismatch
@@ -84,10 +85,17 @@ class Channel:
         return _with(channel, **stamp)
 
     def describe(self) -> dict[str, Any]:
-        """The channel as `GET /a2a/channels/{id}` shows it (times in seconds since the epoch)."""
+        """The channel as `GET /a2a/channels/{id}` shows it: its times in ISO 8601 UTC, as every
+        other route and the channel's own events give them."""
         out = asdict(self)
+        out["opened_at"] = _iso(self.opened_at)
+        out["closed_at"] = _iso(self.closed_at)
         out["duration_ms"] = self.duration_ms
         return out
+
+
+def _iso(seconds: float | None) -> str | None:
+    return datetime.fromtimestamp(seconds, timezone.utc).isoformat() if seconds is not None else None
 
 
 def _with(channel: Channel, **changes: Any) -> Channel:

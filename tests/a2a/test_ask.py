@@ -6,6 +6,7 @@ the seed's default timings."""
 from __future__ import annotations
 
 import logging
+from datetime import datetime, timedelta
 
 import pytest
 
@@ -221,7 +222,14 @@ async def test_channels_are_listed_by_seat_and_state_and_bad_filters_are_refused
     assert [c["channel_id"] for c in open_of_carol["items"]] == [second.channel_id]
     of_bob = await queries.list_channels(pair.node, seat="bob")
     assert {c["channel_id"] for c in of_bob["items"]} == {first.channel_id, second.channel_id}
-    assert [c["channel_id"] for c in (await queries.list_channels(pair.node, state="closed"))["items"]] == [first.channel_id]
+    [closed] = (await queries.list_channels(pair.node, state="closed"))["items"]
+    assert closed["channel_id"] == first.channel_id
+    # times as every other route gives them: ISO 8601 UTC; the duration is of the same two stamps
+    opened_at, closed_at = (datetime.fromisoformat(closed[k]) for k in ("opened_at", "closed_at"))
+    assert opened_at.utcoffset() == closed_at.utcoffset() == timedelta(0)
+    assert abs(closed["duration_ms"] - (closed_at - opened_at).total_seconds() * 1000) <= 1  # stamps kept to the microsecond
+    [still_open] = open_of_carol["items"]
+    assert datetime.fromisoformat(still_open["opened_at"]).utcoffset() == timedelta(0) and still_open["closed_at"] is None
     for call, status, field in ((queries.list_channels(pair.node, state="shut"), 422, "state:"),
                                 (queries.list_channels(pair.node, seat="zed"), 404, "seat:"),
                                 (queries.get_channel(pair.node, "not-a-uuid"), 422, "channel_id:")):
