@@ -97,6 +97,28 @@ async def test_an_ask_is_answered_by_the_targets_turn_and_the_answer_wakes_the_a
     await throughout(lambda: len(_triggers(pair, "alice")) == 1, window=0.5, message="alice woken once")
 
 
+async def test_an_answering_turn_that_ends_with_no_text_still_answers_and_closes_the_channel(backend):
+    # The final response is the reply, whatever it holds: an empty one wakes the asker with an
+    # empty answer rather than leaving the channel open for the hour-long sweep.
+    def decide(request):
+        if request.seat.handle == "bob":
+            return TurnResult(outcome="completed", turn_id=request.turn_id, rounds=1, tokens_in=1, tokens_out=0,
+                              duration_ms=1, response="")
+        return "completed"
+
+    rig = await make_rig(backend, decide=decide)
+    try:
+        for handle in ("alice", "bob"):
+            await rig.runtime.on_seat_acquired(handle, None)
+        outcome = await a2a.ask(rig.node, asker="alice", target="bob", brief="anything to add?", depth=0, trace=_trace())
+        [wake] = await eventually(lambda: _triggers(rig, "alice"), message="alice woken by bob's empty answer")
+        assert wake.type == "a2a_message" and wake.get("body") == "" and wake.get("responder") == "bob"
+        channel = await ChannelBook(rig.node.coord).get(outcome.channel_id)
+        assert (channel.state, channel.closed_by, channel.message_count) == ("closed", "bob", 2)
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
 async def test_a_redelivered_ask_never_answers_twice(pair):
     outcome = await a2a.ask(pair.node, asker="alice", target="bob", brief="ready?", depth=0, trace=_trace())
     await eventually(lambda: _triggers(pair, "alice"), message="the answer")
