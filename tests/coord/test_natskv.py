@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
+import signal
 
 import nats
 import nats.js.errors
@@ -140,6 +142,33 @@ async def test_a_broker_with_no_jetstream_is_unavailable_once_the_create_budget_
         with pytest.raises(Unavailable) as refused:
             await store.ensure_bucket("crewlet_nojs")
         assert str(refused.value) == "coord: crewlet_nojs: the broker did not answer its create within 3s"
+    finally:
+        await store.close()
+        await server.stop()
+
+
+async def test_a_ping_reads_false_from_a_broker_without_jetstream_and_from_one_that_went_silent(tmp_path):
+    # What the node's readiness probe reads (seed 002): connected is not enough. A member with
+    # JetStream off answers "no responders"; a member that stopped answering (frozen here,
+    # its socket still open) is silence, and the ping's own timeout ends the wait.
+    server = NatsServer(tmp_path / "nojs", "natskv-ping", jetstream=False)
+    await server.start()
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    try:
+        assert await store.ping(1.0) is False
+    finally:
+        await store.close()
+        await server.stop()
+    server = NatsServer(tmp_path / "js", "natskv-ping")
+    await server.start()
+    store = await NatsKVCoord.connect(server.client_url, server.token)
+    try:
+        assert await store.ping(2.0) is True
+        os.kill(server._proc.pid, signal.SIGSTOP)
+        try:
+            assert await asyncio.wait_for(store.ping(0.3), 10) is False
+        finally:
+            os.kill(server._proc.pid, signal.SIGCONT)
     finally:
         await store.close()
         await server.stop()
