@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import secrets
+import signal
 import time
 from pathlib import Path
 from typing import AsyncIterator
@@ -121,6 +122,13 @@ class NatsServer:
             if time.monotonic() > give_up:
                 raise RuntimeError("nats-server wrote no ports file")
             await asyncio.sleep(0.05)
+
+    def freeze(self) -> None:
+        """Stop the process where it stands (SIGSTOP): its sockets stay open and nothing answers."""
+        self._proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        self._proc.send_signal(signal.SIGCONT)
 
     async def stop(self) -> None:
         if self._proc is not None and self._proc.returncode is None:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import re
-import signal
 
 import nats
 import nats.js.errors
@@ -164,11 +162,11 @@ async def test_a_ping_reads_false_from_a_broker_without_jetstream_and_from_one_t
     store = await NatsKVCoord.connect(server.client_url, server.token)
     try:
         assert await store.ping(2.0) is True
-        os.kill(server._proc.pid, signal.SIGSTOP)
+        server.freeze()
         try:
             assert await asyncio.wait_for(store.ping(0.3), 10) is False
         finally:
-            os.kill(server._proc.pid, signal.SIGCONT)
+            server.thaw()
     finally:
         await store.close()
         await server.stop()
