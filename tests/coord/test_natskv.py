@@ -370,6 +370,7 @@ async def test_closing_the_store_is_not_reported_as_a_loss(server):
     store = await NatsKVCoord.connect(server.client_url, server.token, on_closed=reasons.append)
     await store.close()
     assert store.link == "closed" and reasons == []
+    assert store._nc.is_closed  # the connection it dialled let go, not left open on the broker
 
 
 async def test_a_listings_temporary_consumer_is_reaped_soon_after_its_pass(server):
