@@ -30,6 +30,15 @@ async def test_a_company_without_a_provider_holds_the_mail_until_a_revision_adds
         await eventually(lambda: rig.turns.outcomes == ["completed"], message="the held mail to run")
         assert rig.host().holds == frozenset()
         await eventually(lambda: _empty(rig), message="the inbox to be acked")
+        # a later revision that drops the provider holds the seat again, by the same name, and
+        # the one after that, adding it back, releases it
+        await rig.node.apply(company(providers=False))
+        assert rig.host().holds == frozenset({HOLD_NO_PROVIDER}) and rig.host().state == "held"
+        await rig.publish(mail("waits again"))
+        await throughout(lambda: rig.turns.outcomes == ["completed"], window=0.5, message="a turn ran with no provider")
+        await rig.node.apply(company(providers=True))
+        await eventually(lambda: rig.turns.outcomes == ["completed", "completed"], message="the mail held again to run")
+        assert rig.host().holds == frozenset()
     finally:
         await rig.runtime.stop(cut=True)
 
@@ -89,6 +98,10 @@ async def test_a_seat_out_of_budget_is_parked_and_a_raised_ceiling_releases_it(b
         await throughout(lambda: not rig.turns.requests, window=0.5, message="a parked seat ran a turn")
         assert HOLD_BUDGET in rig.host().holds and await rig.pending() == 1
         assert rig.host().describe()["parked"]["scope"] == "seat"
+        # a revision that leaves the ceiling where it was is judged again and keeps the park
+        await rig.node.apply(company(alice_budget={"day": 100}, window=1))
+        await throughout(lambda: not rig.turns.requests and rig.host().state == "parked", window=0.5,
+                         message="a revision that raised nothing released the park")
         await rig.node.apply(company(alice_budget={"day": 10_000}))
         await eventually(lambda: rig.turns.outcomes == ["completed"], message="the parked mail to run")
         assert rig.host().holds == frozenset()
