@@ -29,11 +29,13 @@ SCRIPTED = {"name": "local", "kind": "scripted", "reply": "ok"}
 
 
 def company(*, providers: bool = True, alice_budget: dict | None = None, window: int = 0, max_batch: int = 20,
-            agents: tuple[str, ...] = ("alice", "bob", "carol"), name: str = "nimbus") -> Company:
-    """A company with one human (maya) and agent seats; knobs and budgets as asked."""
+            agents: tuple[str, ...] = ("alice", "bob", "carol"), name: str = "nimbus",
+            roleless: tuple[str, ...] = ()) -> Company:
+    """A company with one human (maya) and agent seats (engineers, but those `roleless` names,
+    which have no role); knobs and budgets as asked."""
     seats: list[dict] = [{"handle": "maya", "kind": "human", "role": "founder"}]
     for handle in agents:
-        seat: dict = {"handle": handle, "kind": "agent", "role": "engineer"}
+        seat: dict = {"handle": handle, "kind": "agent"} if handle in roleless else {"handle": handle, "kind": "agent", "role": "engineer"}
         if handle == "alice" and alice_budget:
             seat["token_budget"] = alice_budget
         seats.append(seat)

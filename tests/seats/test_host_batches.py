@@ -62,6 +62,20 @@ async def test_a_trigger_the_ledger_holds_is_skipped_out_loud(rig):
     assert await _settled(rig)
 
 
+async def test_a_seat_with_no_role_is_recorded_with_none_rather_than_one_made_up(backend):
+    rig = await make_rig(backend, the_company=company(roleless=("alice",)))
+    try:
+        worked = mail("worked")
+        await CompletionLedger(rig.node.coord).record_worked("alice", str(worked.id), "turn-earlier")
+        await rig.publish(worked)
+        await rig.runtime.on_seat_acquired("alice", None)
+        [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the skip recorded")
+        assert (skip.get("agent_handle"), skip.get("agent_role")) == ("alice", "")
+        assert skip.get("agent_id") == str(rig.node.company.agent_id_for("alice"))
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
 async def test_each_trigger_the_ledger_holds_is_skipped_with_the_reason_it_was_recorded_for(rig):
     # One conversation: the fresh mail first, then three the ledger holds, each for another reason.
     fresh, worked, answered, abandoned = (mail(label, key="slack:C7:1", at=i)
