@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 
 import nats
@@ -170,6 +171,50 @@ async def test_a_ping_reads_false_from_a_broker_without_jetstream_and_from_one_t
     finally:
         await store.close()
         await server.stop()
+
+
+async def test_a_bucket_on_three_disks_waits_for_the_third_member_to_join_then_is_made(tmp_path, caplog):
+    # seed 002: placement is retried for as long as the cluster answers "no suitable peers",
+    # inside the create's budget -- a fleet's nodes boot in any order, and the first to ask for
+    # a three-replica bucket must not fail because the third member is still starting.
+    from engine.config.keyring import Keyring
+    from engine.queue.broker import ClusterSpec, EmbeddedBroker, route_credentials
+    from tests.ports import PortHold
+
+    caplog.set_level(logging.WARNING, logger="coord.natskv")
+    user, password = route_credentials(Keyring.from_pairs([("k1", "x" * 32)], "k1"))
+    holds = [PortHold() for _ in range(3)]
+    ports = [h.port for h in holds]
+    members = [
+        EmbeddedBroker(store_dir=str(tmp_path / f"m{i}"), server_name=f"member-{i}",
+                       cluster=ClusterSpec(name="crewlet", port=port, host="127.0.0.1",
+                                           peers=tuple(f"nats://127.0.0.1:{p}" for p in ports if p != port),
+                                           route_user=user, route_password=password))
+        for i, port in enumerate(ports)
+    ]
+    store = made = None
+    try:
+        await asyncio.gather(members[0].start(), members[1].start())  # two of three: a quorum, not three disks
+        store = await NatsKVCoord.connect(members[0].client_url, members[0].token, replicas=3, clustered=True)
+        made = asyncio.create_task(store.ensure_bucket("crewlet_three"))
+        await eventually(lambda: any(r.getMessage() == "coord_kv_bucket_placement_waiting" for r in caplog.records),
+                         30, "the create to wait for a third member")
+        assert not made.done()
+        await members[2].start()
+        for hold in holds:
+            hold.release()
+        await asyncio.wait_for(made, 90)
+        nc = await nats.connect(members[2].client_url, token=members[2].token)
+        try:
+            assert (await nc.jetstream().stream_info("KV_crewlet_three")).config.num_replicas == 3
+        finally:
+            await nc.close()
+    finally:
+        if made is not None and not made.done():
+            made.cancel()
+        if store is not None:
+            await store.close()
+        await asyncio.gather(*(m.stop() for m in members), return_exceptions=True)
 
 
 async def test_a_lookup_and_a_create_nobody_answers_are_each_asked_again_then_unavailable(tmp_path):
