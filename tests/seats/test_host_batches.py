@@ -335,6 +335,30 @@ async def test_the_drain_lets_the_running_turn_finish_then_acks_it(rig):
     assert await rig.pending() == 0
 
 
+async def test_the_drain_hands_back_the_conversations_drained_beside_the_running_turn(backend):
+    # seed 002, "Draining": the running turn completes; the rest of what the host held goes back
+    # to the broker for the seat's next holder, and no further turn starts on a node letting go.
+    rig = await make_rig(backend)
+    try:
+        gate = rig.turns.hold()
+        await rig.publish(mail("first", key="slack:C1:1", at=0), mail("second", key="slack:C2:1", at=1))
+        await rig.runtime.on_seat_acquired("alice", None)
+        await eventually(lambda: rig.turns.running == 1, message="the first conversation's turn")
+        host = rig.host()
+        stopping = asyncio.create_task(host.stop(finish=True))
+        await throughout(lambda: not stopping.done(), window=0.3, message="the drain did not wait for the turn")
+        gate.set()
+        await asyncio.wait_for(stopping, 10)
+        assert rig.turns.turns_of() == [["first"]] and rig.turns.outcomes == ["completed"]
+        await eventually(lambda: _count(rig, 1), message="the second conversation back on the broker")
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def _count(rig, expected: int) -> bool:
+    return await rig.pending() == expected
+
+
 async def _settled(rig, handle: str = "alice") -> bool:
     await eventually(lambda: _zero(rig, handle), message="the inbox to be acked empty")
     return True
