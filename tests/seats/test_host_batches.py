@@ -30,6 +30,9 @@ async def test_a_backlog_runs_one_turn_per_conversation(rig):
     coalesced = await eventually(lambda: len(rig.published.of("notifications_coalesced")) == 2 and
                                  rig.published.of("notifications_coalesced"), message="two merges recorded")
     assert sorted(e.get("constituents") for e in coalesced) == [3, 5]
+    # each merge record names the turn that worked it and the events it stands for
+    turns = {r.turn_id: sorted(str(e.id) for e in r.constituents) for r in rig.turns.requests}
+    assert {e.get("turn_id"): sorted(e.get("event_ids")) for e in coalesced} == turns
     ledger = CompletionLedger(rig.node.coord)
     for request in rig.turns.requests:
         for event in request.constituents:
@@ -300,6 +303,8 @@ async def test_an_unmergeable_partition_degrades_to_one_turn_per_event(rig, monk
     assert sorted(t for turn in rig.turns.turns_of() for t in turn) == ["m0", "m1", "m2"]
     assert all(len(turn) == 1 for turn in rig.turns.turns_of())
     assert rig.turns.turns_of()[0] == ["m0"]  # the first event runs in the current ack scope
+    # each turn's trigger is the one event it stands for
+    assert all(r.trigger.id == r.constituents[0].id for r in rig.turns.requests)
     await throughout(lambda: len(rig.turns.requests) == 3, window=0.6, message="a requeued copy ran twice")
     assert await _settled(rig)
 
