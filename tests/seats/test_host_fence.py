@@ -20,6 +20,7 @@ from engine.coord.leases import seat_key
 from engine.coord.ledger import LEDGER_BUCKET
 from engine.coord.local import LocalCoord
 from seats.budgets import Budgets
+from seats import host as host_module
 from seats.host import STORE_RETRY_MAX_SECONDS
 from tests.queue.waiting import eventually, throughout
 from tests.seats.hosting import backend, company, mail, make_rig  # noqa: F401  (fixtures)
@@ -133,6 +134,44 @@ class LedgerOutage(LocalCoord):
         if self.down and bucket == LEDGER_BUCKET:
             raise Unavailable(f"coord: {bucket}: the broker did not answer (TimeoutError)")
         return await super().get(bucket, key)
+
+
+class LedgerWriteOutage(LocalCoord):
+    """The coordination twin, refusing every ledger write while `down` is set (reads answer)."""
+
+    down = False
+
+    async def create(self, bucket: str, key: str, value: bytes, ttl: float | None = None) -> int:
+        if self.down and bucket == LEDGER_BUCKET:
+            raise Unavailable(f"coord: {bucket}: the broker did not answer (TimeoutError)")
+        return await super().create(bucket, key, value, ttl)
+
+
+async def test_a_ledger_record_that_cannot_be_written_is_logged_and_the_completed_turns_mail_still_acked(
+        backend, caplog, monkeypatch):
+    # The ledger covers an ACK that never lands; when the ledger is what fails, the ACK is what
+    # settles the mail. A completed turn is never run again because its record could not be
+    # written: asked again for LEDGER_RETRY_SECONDS (15 s; shortened here), then logged.
+    assert host_module.LEDGER_RETRY_SECONDS == 15.0
+    monkeypatch.setattr(host_module, "LEDGER_RETRY_SECONDS", 1.5)
+    caplog.set_level(logging.ERROR, logger="seats.host")
+    coord = LedgerWriteOutage()
+    coord.down = True
+    rig = await make_rig(backend, coord=coord)
+    try:
+        await rig.publish(mail("worked while the ledger is down", key="slack:C1:1"))
+        await rig.runtime.on_seat_acquired("alice", None)
+        failed = await eventually(lambda: [r for r in caplog.records if r.getMessage() == "ledger_record_failed"], 20,
+                                  "the ledger write given up and logged")
+        assert failed[0].turn_id == rig.turns.requests[0].turn_id
+
+        async def settled() -> bool:
+            return await rig.pending() == 0
+
+        await eventually(settled, message="the completed turn's mail acknowledged")
+        await throughout(lambda: rig.turns.outcomes == ["completed"], 1.0, "the turn run once")
+    finally:
+        await rig.runtime.stop(cut=True)
 
 
 async def test_a_store_outage_spaces_its_deferrals_out_doubling_and_the_mail_runs_when_it_answers(backend, caplog):
