@@ -17,7 +17,7 @@ import pytest
 
 from engine.coord.contract import Unavailable
 from engine.coord.leases import seat_key
-from engine.coord.ledger import LEDGER_BUCKET
+from engine.coord.ledger import LEDGER_BUCKET, CompletionLedger
 from engine.coord.local import LocalCoord
 from seats.budgets import Budgets
 from seats import host as host_module
@@ -137,14 +137,34 @@ class LedgerOutage(LocalCoord):
 
 
 class LedgerWriteOutage(LocalCoord):
-    """The coordination twin, refusing every ledger write while `down` is set (reads answer)."""
+    """The coordination twin, leaving the next `unanswered` ledger writes unanswered (reads answer)."""
 
-    down = False
+    unanswered = 0
 
     async def create(self, bucket: str, key: str, value: bytes, ttl: float | None = None) -> int:
-        if self.down and bucket == LEDGER_BUCKET:
+        if self.unanswered and bucket == LEDGER_BUCKET:
+            self.unanswered -= 1
             raise Unavailable(f"coord: {bucket}: the broker did not answer (TimeoutError)")
         return await super().create(bucket, key, value, ttl)
+
+
+async def test_a_ledger_record_the_store_did_not_answer_is_asked_again_and_written(backend, caplog):
+    # What the ledger is for: the record must land even when the first write goes unanswered
+    # (a broker member gone under the connection), or a redelivery would run the turn again.
+    caplog.set_level(logging.ERROR, logger="seats.host")
+    coord = LedgerWriteOutage()
+    coord.unanswered = 1
+    rig = await make_rig(backend, coord=coord)
+    try:
+        sent = mail("worked across a blip", key="slack:C1:1")
+        await rig.publish(sent)
+        await rig.runtime.on_seat_acquired("alice", None)
+        ledger = CompletionLedger(coord)
+        record = await eventually(lambda: ledger.worked("alice", str(sent.id)), 10, "the record written on the second ask")
+        assert record.turn_id == rig.turns.requests[0].turn_id and coord.unanswered == 0
+        assert not [r for r in caplog.records if r.getMessage() == "ledger_record_failed"]
+    finally:
+        await rig.runtime.stop(cut=True)
 
 
 async def test_a_ledger_record_that_cannot_be_written_is_logged_and_the_completed_turns_mail_still_acked(
@@ -156,7 +176,7 @@ async def test_a_ledger_record_that_cannot_be_written_is_logged_and_the_complete
     monkeypatch.setattr(host_module, "LEDGER_RETRY_SECONDS", 1.5)
     caplog.set_level(logging.ERROR, logger="seats.host")
     coord = LedgerWriteOutage()
-    coord.down = True
+    coord.unanswered = 10**6
     rig = await make_rig(backend, coord=coord)
     try:
         await rig.publish(mail("worked while the ledger is down", key="slack:C1:1"))
