@@ -217,7 +217,7 @@ async def test_a_bucket_on_three_disks_waits_for_the_third_member_to_join_then_i
         await asyncio.gather(*(m.stop() for m in members), return_exceptions=True)
 
 
-async def test_a_lookup_and_a_create_nobody_answers_are_each_asked_again_then_unavailable(tmp_path):
+async def test_a_lookup_and_a_create_nobody_answers_are_each_asked_again_then_unavailable(tmp_path, caplog):
     # seed 002, "A dropped stream or consumer lookup is asked again": a member that is not the
     # metadata leader may drop a request without a word. Here something takes every JetStream
     # request and answers none: the lookup is asked again a second after each silence, then
@@ -235,10 +235,15 @@ async def test_a_lookup_and_a_create_nobody_answers_are_each_asked_again_then_un
     await silent.flush()
     store = await NatsKVCoord.connect(server.client_url, server.token)
     store.lookup_budget_seconds, store.create_budget_seconds, store.create_timeout_seconds = 3.0, 4.0, 1.0
+    store.slow_after_seconds = 2.0  # 10 s by default (SLOW_AFTER_SECONDS)
+    caplog.set_level(logging.WARNING, logger="coord.natskv")
     try:
         with pytest.raises(Unavailable) as refused:
             await asyncio.wait_for(store.ensure_bucket("crewlet_silent"), 30)
         assert str(refused.value) == "coord: crewlet_silent: the broker did not answer its create within 4s"
+        # the operator hears of a bucket still not made, once, naming it
+        [slow] = [r for r in caplog.records if r.getMessage() == "coord_kv_bucket_slow"]
+        assert (slow.bucket, slow.elapsed_seconds) == ("crewlet_silent", 2.0)
         lookups = asked.count("$JS.API.STREAM.INFO.KV_crewlet_silent")
         creates = asked.count("$JS.API.STREAM.CREATE.KV_crewlet_silent")
         assert lookups >= 2 and creates >= 2, asked

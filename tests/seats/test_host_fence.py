@@ -215,6 +215,13 @@ async def test_a_store_outage_spaces_its_deferrals_out_doubling_and_the_mail_run
         coord.down = False
         await eventually(lambda: rig.turns.turns_of() == [["sent during the outage"]], 20,
                          "the mail worked once the store answered")
+        # the store answered: the next outage's spacing starts again at a second
+        coord.down = True
+        await rig.publish(mail("sent during the next outage", key="slack:C1:2"))
+        await eventually(lambda: len(spacings()) >= 4, 20, "a deferral in the next outage")
+        assert spacings()[3] == 1.0
+        coord.down = False
+        await eventually(lambda: len(rig.turns.requests) == 2, 20, "the next mail worked once the store answered")
     finally:
         await rig.runtime.stop(cut=True)
 
