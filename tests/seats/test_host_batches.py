@@ -340,6 +340,25 @@ async def test_the_drain_lets_the_running_turn_finish_then_acks_it(rig):
     assert await rig.pending() == 0
 
 
+async def test_the_running_turn_is_shown_with_its_trigger_and_start_then_cleared(rig):
+    # What GET /seats and the seat page show while a seat works: the turn, the mail it works
+    # (the merged trigger and each event it stands for) and since when.
+    gate = rig.turns.hold()
+    await rig.publish(mail("one", key="slack:C1:1", at=0), mail("two", key="slack:C1:1", at=1))
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: rig.turns.running == 1, message="the turn to start")
+    [request] = rig.turns.requests
+    running = rig.host().describe()["running"]
+    assert {k: running[k] for k in ("turn_id", "trigger_id", "trigger_ids")} == {
+        "turn_id": request.turn_id, "trigger_id": str(request.trigger.id),
+        "trigger_ids": [str(e.id) for e in request.constituents]}
+    assert len(running["trigger_ids"]) == 2 and running["trigger_id"] not in running["trigger_ids"]  # the merged trigger
+    started = datetime.fromisoformat(running["started_at"])
+    assert started.utcoffset() is not None and abs((datetime.now(started.tzinfo) - started).total_seconds()) < 60
+    gate.set()
+    await eventually(lambda: rig.host().describe()["running"] is None, message="the running turn cleared once it settled")
+
+
 async def test_the_drain_hands_back_the_conversations_drained_beside_the_running_turn(backend):
     # seed 002, "Draining": the running turn completes; the rest of what the host held goes back
     # to the broker for the seat's next holder, and no further turn starts on a node letting go.
