@@ -13,9 +13,9 @@ from engine.queue.contract import Unreachable
 from seats import host as host_module
 from notify.coalesce import CoalesceError
 from seats.host import ABANDONED, SKIP_ABANDONED_BEFORE, SKIP_ANSWERED, SKIP_WORKED
-from seats.turn import TurnResult
+from seats.turn import CompletedWhileCancelled, TurnResult
 from tests.queue.waiting import eventually, throughout
-from tests.seats.hosting import backend, company, labels, mail, make_rig, rig  # noqa: F401  (fixtures)
+from tests.seats.hosting import ScriptedTurns, backend, company, labels, mail, make_rig, rig  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -338,6 +338,50 @@ async def test_the_drain_lets_the_running_turn_finish_then_acks_it(rig):
     await asyncio.wait_for(stopping, 10)
     assert rig.turns.outcomes == ["completed"]
     assert await rig.pending() == 0
+
+
+class CutAsItCompletes(ScriptedTurns):
+    """A turn engine whose turn is cancelled after its completed record went out: it raises
+    `CompletedWhileCancelled` carrying the completed result, as `seats.turn.TurnEngine` does."""
+
+    async def run(self, request) -> TurnResult:
+        self.requests.append(request)
+        self.running += 1
+        try:
+            await asyncio.Event().wait()  # until the cancel
+        except asyncio.CancelledError:
+            raise CompletedWhileCancelled(TurnResult(outcome="completed", turn_id=request.turn_id, rounds=1,
+                                                     tokens_in=1, tokens_out=1, duration_ms=1)) from None
+        finally:
+            self.running -= 1
+
+
+async def test_a_turn_cut_as_it_completed_is_recorded_so_the_next_holder_skips_its_mail(backend):
+    # A seat let go of at once (lease lost, a node stopping with a second Ctrl-C) cancels the
+    # running turn; one that had completed by then is settled before the cancel goes on, so the
+    # seat's next holder finds it in the ledger rather than running it again (seed 002, "A
+    # redelivery never runs a completed turn twice").
+    rig = await make_rig(backend, turns=CutAsItCompletes())
+    try:
+        sent = mail("completed as the seat was let go", key="slack:C1:1")
+        await rig.publish(sent)
+        await rig.runtime.on_seat_acquired("alice", None)
+        await eventually(lambda: rig.turns.running == 1, message="the turn to start")
+        await rig.runtime.on_seat_released("alice", None, "lease lost")
+        record = await CompletionLedger(rig.node.coord).worked("alice", str(sent.id))
+        assert record is not None and (record.turn_id, record.reason) == (rig.turns.requests[0].turn_id, "")  # worked
+        peer = await make_rig(backend, node_id="node-b", coord=rig.node.coord)
+        try:
+            await peer.runtime.on_seat_acquired("alice", None)
+            [skip] = await eventually(lambda: peer.published.of("turn_trigger_skipped"), message="the peer's skip")
+            assert (skip.get("trigger_id"), skip.get("worked_by_turn_id"), skip.get("reason")) == (
+                str(sent.id), record.turn_id, SKIP_WORKED)
+            await throughout(lambda: not peer.turns.requests, window=0.5, message="the peer ran the completed turn again")
+            assert await _settled(peer)
+        finally:
+            await peer.runtime.stop(cut=True)
+    finally:
+        await rig.runtime.stop(cut=True)
 
 
 async def test_the_running_turn_is_shown_with_its_trigger_and_start_then_cleared(rig):
