@@ -56,6 +56,20 @@ async def test_a_paused_seat_holds_its_inbox_and_resuming_releases_it(rig):
     assert [e.type for e in rig.published.events if e.type.startswith("seat_")] == ["seat_paused", "seat_resumed"]
 
 
+async def test_a_seat_paused_before_it_is_hosted_starts_held_and_resuming_releases_it(rig):
+    # A node that takes a seat paused elsewhere (or before a restart) starts its host held,
+    # under the same name a live pause takes, so the resume that follows lifts it.
+    await _pause(rig, stop_running=False)
+    await rig.publish(mail("sent while paused"))
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: "alice" in rig.runtime.hosts, message="alice hosted")
+    assert rig.host().holds == frozenset({HOLD_PAUSED}) and rig.host().state == "paused"
+    await throughout(lambda: not rig.turns.requests, window=0.5, message="a paused seat ran a turn")
+    await resume_seat(rig.runtime.pauses, rig.runtime.publish, rig.node.company, "alice", resumed_by="admin")
+    await eventually(lambda: rig.turns.outcomes == ["completed"], message="the mail to run after the resume")
+    assert rig.host().holds == frozenset()
+
+
 async def test_pausing_twice_announces_once_and_an_amendment_to_stop_announces_again(rig):
     first = await _pause(rig, stop_running=False)
     second = await _pause(rig, stop_running=False)
