@@ -62,6 +62,7 @@ async def test_a_trigger_the_ledger_holds_is_skipped_out_loud(rig):
     skips = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the skip recorded")
     assert [(s.get("trigger_id"), s.get("reason"), s.get("worked_by_turn_id")) for s in skips] == [
         (str(worked.id), SKIP_WORKED, "turn-earlier")]
+    assert skips[0].get("conversation_key") == ""  # mail of no conversation is recorded as of none
     assert await _settled(rig)
 
 
