@@ -39,6 +39,17 @@ async def test_a_backlog_runs_one_turn_per_conversation(rig):
             assert (await ledger.worked("alice", str(event.id))).turn_id == request.turn_id
 
 
+async def test_the_same_event_delivered_twice_in_one_drain_is_one_constituent(rig):
+    # seed 000: at-least-once edges (a producer's retry past the dedupe window, the requeue
+    # machinery itself) can put one event on the inbox twice; the turn is shown it once.
+    twice = mail("said once", key="slack:C1:1", at=0)
+    await rig.publish(twice, twice, mail("and then", key="slack:C1:1", at=1))
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: rig.turns.outcomes == ["completed"], message="one turn")
+    assert rig.turns.turns_of() == [["said once", "and then"]]
+    assert await _settled(rig)
+
+
 async def test_a_burst_that_arrives_mid_turn_is_one_follow_up_turn(rig):
     gate = rig.turns.hold()
     await rig.runtime.on_seat_acquired("alice", None)
