@@ -177,21 +177,10 @@ async def test_a_bucket_on_three_disks_waits_for_the_third_member_to_join_then_i
     # seed 002: placement is retried for as long as the cluster answers "no suitable peers",
     # inside the create's budget -- a fleet's nodes boot in any order, and the first to ask for
     # a three-replica bucket must not fail because the third member is still starting.
-    from engine.config.keyring import Keyring
-    from engine.queue.broker import ClusterSpec, EmbeddedBroker, route_credentials
-    from tests.ports import PortHold
+    from tests.cluster import three_members
 
     caplog.set_level(logging.WARNING, logger="coord.natskv")
-    user, password = route_credentials(Keyring.from_pairs([("k1", "x" * 32)], "k1"))
-    holds = [PortHold() for _ in range(3)]
-    ports = [h.port for h in holds]
-    members = [
-        EmbeddedBroker(store_dir=str(tmp_path / f"m{i}"), server_name=f"member-{i}",
-                       cluster=ClusterSpec(name="crewlet", port=port, host="127.0.0.1",
-                                           peers=tuple(f"nats://127.0.0.1:{p}" for p in ports if p != port),
-                                           route_user=user, route_password=password))
-        for i, port in enumerate(ports)
-    ]
+    holds, members = three_members(tmp_path)
     store = made = None
     try:
         await asyncio.gather(members[0].start(), members[1].start())  # two of three: a quorum, not three disks

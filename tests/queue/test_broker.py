@@ -278,22 +278,12 @@ async def _pending_is(q, expected: int) -> bool:
 
 async def test_three_members_form_a_cluster_that_serves_a_replicated_mailbox(tmp_path):
     """Each member requires and presents the route credentials one keyring derives."""
-    from engine.config.keyring import Keyring
-    from engine.queue.broker import route_credentials
     from engine.queue.jetstream import JetStreamQueue, Layout
     from engine.queue.jetstream_connection import Dial
+    from tests.cluster import three_members
     from tests.queue.recording import GROUP, INBOX, probe
 
-    user, password = route_credentials(Keyring.from_pairs([("k1", "x" * 32)], "k1"))
-    holds = [PortHold() for _ in range(3)]  # route ports each member's peers must name before it starts
-    ports = [h.port for h in holds]
-    members = [
-        EmbeddedBroker(store_dir=str(tmp_path / f"m{i}"), server_name=f"member-{i}",
-                       cluster=ClusterSpec(name="crewlet", port=port, host="127.0.0.1",
-                                           peers=tuple(f"nats://127.0.0.1:{p}" for p in ports if p != port),
-                                           route_user=user, route_password=password))
-        for i, port in enumerate(ports)
-    ]
+    holds, members = three_members(tmp_path)
     try:
         await asyncio.gather(*(m.start() for m in members))  # each waits for JetStream to be current
         for hold in holds:
