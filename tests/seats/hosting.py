@@ -22,6 +22,7 @@ from seats.budgets import Budgets
 from seats.pauses import PauseBook
 from seats.runtime import SeatRuntime
 from seats.turn import TurnResult
+from tests.queue.waiting import eventually
 from tests.queue.conftest import backend  # noqa: F401  (the queue suite's fixture: both backends)
 
 EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)
@@ -199,3 +200,16 @@ async def rig(backend):
         yield made
     finally:
         await made.runtime.stop(cut=True)
+
+
+async def first_of_two_conversations_running(rig: Rig) -> asyncio.Event:
+    """Two conversations on alice's inbox, hosted only once both wait, so one drain holds both:
+    the first conversation's turn is running (held until the returned gate opens) and the
+    second waits behind it in the host's hands."""
+    gate = rig.turns.hold()
+    await rig.publish(mail("first", key="slack:C1:1", at=0), mail("second", key="slack:C2:1", at=1))
+    await rig.runtime.on_seat_acquired("alice", None)
+    await eventually(lambda: rig.turns.running == 1, message="the first conversation's turn")
+    assert rig.turns.turns_of() == [["first"]]
+    return gate
+

@@ -15,7 +15,8 @@ from notify.coalesce import CoalesceError
 from seats.host import ABANDONED, SKIP_ABANDONED_BEFORE, SKIP_ANSWERED, SKIP_WORKED
 from seats.turn import CompletedWhileCancelled, TurnResult
 from tests.queue.waiting import eventually, throughout
-from tests.seats.hosting import ScriptedTurns, backend, company, labels, mail, make_rig, rig  # noqa: F401  (fixtures)
+from tests.seats.hosting import (  # noqa: F401  (fixtures)
+    ScriptedTurns, backend, company, first_of_two_conversations_running, labels, mail, make_rig, rig)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -420,10 +421,7 @@ async def test_the_drain_hands_back_the_conversations_drained_beside_the_running
     # to the broker for the seat's next holder, and no further turn starts on a node letting go.
     rig = await make_rig(backend)
     try:
-        gate = rig.turns.hold()
-        await rig.publish(mail("first", key="slack:C1:1", at=0), mail("second", key="slack:C2:1", at=1))
-        await rig.runtime.on_seat_acquired("alice", None)
-        await eventually(lambda: rig.turns.running == 1, message="the first conversation's turn")
+        gate = await first_of_two_conversations_running(rig)
         host = rig.host()
         stopping = asyncio.create_task(host.stop(finish=True))
         await throughout(lambda: not stopping.done(), window=0.3, message="the drain did not wait for the turn")

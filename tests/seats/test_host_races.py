@@ -18,7 +18,7 @@ import pytest
 from seats.holds import HOLD_NO_PROVIDER, HOLD_PAUSED
 from seats.pauses import pause_seat, resume_seat
 from tests.queue.waiting import eventually, throughout
-from tests.seats.hosting import backend, company, mail, make_rig  # noqa: F401  (fixtures)
+from tests.seats.hosting import backend, company, first_of_two_conversations_running, mail, make_rig  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -51,12 +51,7 @@ async def _resume(rig, handle: str = "alice") -> None:
 async def test_a_conversation_drained_before_the_pause_landed_is_deferred_and_runs_first_after_the_resume(backend):
     rig = await make_rig(backend)
     try:
-        gate = rig.turns.hold()
-        # One drain holds both conversations: the seat is hosted only once both wait.
-        await rig.publish(mail("first", key="slack:C1:1", at=0), mail("second", key="slack:C2:1", at=1))
-        await rig.runtime.on_seat_acquired("alice", None)
-        await eventually(lambda: rig.turns.running == 1, message="the first conversation's turn")
-        assert rig.turns.turns_of() == [["first"]]
+        gate = await first_of_two_conversations_running(rig)
         # The second conversation is drained and waits behind the running turn; the pause lands now.
         await _pause(rig)
         gate.set()
