@@ -94,8 +94,14 @@ class Channel:
         return out
 
 
+def utc(seconds: float | None) -> datetime | None:
+    """A record's stamp (seconds since the epoch) as an aware UTC time; None stays None."""
+    return datetime.fromtimestamp(seconds, timezone.utc) if seconds is not None else None
+
+
 def _iso(seconds: float | None) -> str | None:
-    return datetime.fromtimestamp(seconds, timezone.utc).isoformat() if seconds is not None else None
+    stamp = utc(seconds)
+    return stamp.isoformat() if stamp is not None else None
 
 
 def _with(channel: Channel, **changes: Any) -> Channel:

@@ -30,10 +30,9 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
-from a2a.channels import Channel, ChannelBook
+from a2a.channels import Channel, ChannelBook, utc
 from a2a.node import A2ANode
 from engine.coord.contract import CoordError, KeyExists
 from engine.queue import topics
@@ -254,7 +253,7 @@ def _closed_event(channel: Channel, trace: TraceContext, event_id: uuid.UUID, **
     return new(A2AChannelClosed(**seat, channel_id=channel.channel_id, requester=channel.requester,
                                 responder=channel.responder, turn_id=channel.turn_id, closed_by=channel.closed_by,
                                 reason=channel.reason, message_count=channel.message_count, duration_ms=channel.duration_ms,
-                                opened_at=_utc(channel.opened_at), closed_at=_utc(channel.closed_at)),
+                                opened_at=utc(channel.opened_at), closed_at=utc(channel.closed_at)),
                trace, source="a2a", id=event_id)
 
 
@@ -266,10 +265,6 @@ def _seat_fields(company, handle: str) -> dict[str, str]:
 
 def _root(trace_id: str = "") -> TraceContext:
     return TraceContext(trace_id or new_trace_id(), new_span_id(), "")
-
-
-def _utc(seconds: float | None) -> datetime | None:
-    return datetime.fromtimestamp(seconds, timezone.utc) if seconds is not None else None
 
 
 async def _record(node: A2ANode, event: Event) -> None:
