@@ -31,6 +31,7 @@ import string
 from typing import Awaitable, Callable, Iterator
 
 import nats
+import nats.aio.client
 import nats.errors
 import nats.js.errors
 from nats.js import api
@@ -51,7 +52,7 @@ from engine.coord.contract import (
     check_key,
     whole_seconds,
 )
-from engine.queue.dial import Dial
+from engine.queue.dial import Dial, Refused
 
 log = logging.getLogger("coord.natskv")
 
@@ -162,7 +163,9 @@ class NatsKVCoord:
         (and `token`) is a dial to the node's own member, with the listeners' handshake budget.
         `on_closed(reason)` hears when the client gives up for good: the coordination link is
         then lost, as the queue's `on_closed_for_good` reports its own. `clustered`: the
-        bucket creates get a member's longer budgets (2 minutes, not 30 s)."""
+        bucket creates get a member's longer budgets (2 minutes, not 30 s). A server that
+        answers and refuses the dial (its credentials, its certificate) is an answer, not
+        silence: CoordError naming it at once, as the queue's own dial (`Dial.connect`)."""
         if isinstance(dial, str):
             dial = Dial(dial, token=token, connect_timeout=CONNECT_TIMEOUT_SECONDS)
         if reconnect_attempts is not None:
@@ -203,8 +206,11 @@ class NatsKVCoord:
 
         options = dial.options(error_cb=errored, disconnected_cb=disconnected, reconnected_cb=reconnected,
                                closed_cb=closed)
+        nc = nats.aio.client.Client()
         try:
-            nc = await nats.connect(**options)
+            await dial.connect(nc, options)
+        except Refused as err:  # an answer: redialling would hear it again, for ever
+            raise CoordError(f"the broker at {err.server} refused this node: {err.refusal}") from err
         except _UNANSWERED + (nats.errors.Error,) as err:
             raise Unavailable(f"the broker at {dial.server} did not answer the dial: {type(err).__name__}") from err
         except Exception as err:  # a TLS refusal, a credentials file the client could not use

@@ -10,14 +10,21 @@ so the coordination store may use it without naming a queue backend (the import 
   is named by its field: left to the client it surfaces as a dial error that reads exactly
   like an unreachable broker.
 - A server is named by scheme, host and port alone: a URL's userinfo is never repeated.
+- A server that answers and refuses the client (its certificate, its credentials) is an
+  answer: `Dial.connect` raises `Refused` naming it at once, for the queue's connection and
+  the coordination store's alike, where the client would redial it for ever (seed 002, "A
+  connection the client gives up on is a node restart").
 """
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ssl
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
+
+import nats.errors
 
 from engine.queue.contract import QueueError
 
@@ -28,6 +35,27 @@ RECONNECT_WAIT_SECONDS = 1.0
 
 class ConnectError(QueueError):
     """A connection could not be made, or refused the server it reached."""
+
+
+class Refused(ConnectError):
+    """The server answered the dial and refused this client; `refusal` is its words, scrubbed
+    of the dial's secrets, for each connection's owner to name in its own error."""
+
+    def __init__(self, server: str, refusal: str) -> None:
+        self.server = server
+        self.refusal = refusal
+        super().__init__(f"{server} refused this node: {refusal}")
+
+
+def is_refusal(exc: BaseException) -> bool:
+    """A server that answered and refused: a certificate it would not take, credentials it
+    does not admit (never a server that is merely not there yet)."""
+    if isinstance(exc, (nats.errors.AuthorizationError, nats.errors.SecureConnRequiredError,
+                        nats.errors.SecureConnWantedError)):
+        return True
+    if isinstance(exc, ssl.SSLError):
+        return not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
+    return "authorization violation" in str(exc).lower()
 
 
 @dataclass(frozen=True)
@@ -81,6 +109,37 @@ class Dial:
         if context is not None:
             options["tls"] = context
         return options
+
+    async def connect(self, nc: Any, options: dict[str, Any]) -> None:
+        """Open `nc` (a nats-py client) with `options` (from `Dial.options`). The client redials a
+        server that is not there -- for ever, or `max_reconnect_attempts` times -- but the first
+        refusal ends the dial: the client is closed and `Refused` names the server and its
+        words. A refusal heard once connected is the owner's `error_cb`'s alone."""
+        answer: asyncio.Future[BaseException] = asyncio.get_running_loop().create_future()
+        report = options["error_cb"]
+
+        async def error_cb(exc: Exception) -> None:
+            if not answer.done() and is_refusal(exc):
+                answer.set_result(exc)
+            await report(exc)
+
+        dialing = asyncio.ensure_future(nc.connect(**{**options, "error_cb": error_cb}))
+        try:
+            await asyncio.wait({dialing, answer}, return_when=asyncio.FIRST_COMPLETED)
+            if dialing.done() and (dialing.exception() is None or not answer.done()):
+                dialing.result()  # connected (a refusal in the same instant is moot), or failed otherwise
+                return
+        finally:
+            if not answer.done():
+                answer.cancel()  # nothing later is this dial's refusal
+            if not dialing.done():  # refused, or the caller cancelled
+                dialing.cancel()
+                with contextlib.suppress(BaseException):
+                    await dialing
+                with contextlib.suppress(Exception):
+                    await nc.close()
+        error = answer.result()
+        raise Refused(self.server, self.scrub(str(error) or type(error).__name__))
 
 
 def redact_url(url: str) -> str:

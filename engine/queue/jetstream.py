@@ -22,7 +22,6 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-import ssl
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -51,7 +50,7 @@ from engine.queue.contract import (
     Unreachable,
 )
 from engine.queue.jetstream_broadcast import StreamTap
-from engine.queue.jetstream_connection import ConnectError, Dial, NatsClient, max_payload_refusal, scrub
+from engine.queue.jetstream_connection import ConnectError, Dial, NatsClient, Refused, max_payload_refusal, scrub
 from engine.queue.jetstream_consume import Attachment
 from engine.queue.jetstream_replies import JetStreamReply, ask
 from engine.queue.jetstream_provision import METADATA_GROUP, METADATA_TOPIC, Provisioner, mailbox_config
@@ -75,17 +74,6 @@ class Layout:
     replicas: int = 1
     clustered: bool = False
     namespace: topics.Namespace = topics.ROOT_NAMESPACE  # a prefix only for a conformance run on a shared broker
-
-
-def _refusal(exc: Exception) -> bool:
-    """A server that answered and refused: a certificate it would not take, credentials it
-    does not admit (never a server that is merely not there yet)."""
-    if isinstance(exc, (nats.errors.AuthorizationError, nats.errors.SecureConnRequiredError,
-                        nats.errors.SecureConnWantedError)):
-        return True
-    if isinstance(exc, ssl.SSLError):
-        return not isinstance(exc, (ssl.SSLEOFError, ssl.SSLZeroReturnError))
-    return "authorization violation" in str(exc).lower()
 
 
 class JetStreamQueue:
@@ -117,7 +105,6 @@ class JetStreamQueue:
         self._publishable: set[str] = set()
         self._connected = False
         self._closing = False
-        self._refused: asyncio.Future | None = None
         self._heartbeat: asyncio.Task | None = None
         self.in_progress_sent = 0  # in-progress acknowledgements sent, one per message per beat
 
@@ -133,7 +120,9 @@ class JetStreamQueue:
         options = dial.options(error_cb=queue._on_error, disconnected_cb=queue._on_disconnected,
                                reconnected_cb=queue._on_reconnected, closed_cb=queue._on_closed)
         try:
-            await queue._dial(options)
+            await dial.connect(queue.nc, options)
+        except Refused as exc:
+            raise ConnectError(f"jetstream: {exc.server} refused this node: {exc.refusal}") from None
         except Exception as exc:
             raise ConnectError(f"jetstream: could not connect to {dial.server}: "
                                f"{dial.scrub(str(exc) or type(exc).__name__)}") from None
@@ -148,24 +137,6 @@ class JetStreamQueue:
         log.debug("jetstream_connected", extra={"server": dial.server, "node": node_id})
         return queue
 
-    async def _dial(self, options: dict[str, Any]) -> None:
-        """Open the connection. The client redials a server that is not there for ever, but a
-        server that answers and refuses this node -- its certificate, its credentials -- is an
-        answer: the boot fails on it, naming it (seed 002, "A connection the client gives up
-        on is a node restart"), rather than waiting on a refusal that will not change."""
-        self._refused = asyncio.get_running_loop().create_future()
-        dialing = asyncio.ensure_future(self.nc.connect(**options))
-        await asyncio.wait({dialing, self._refused}, return_when=asyncio.FIRST_COMPLETED)
-        if dialing.done():
-            dialing.result()
-            return
-        dialing.cancel()
-        with contextlib.suppress(BaseException):
-            await dialing
-        with contextlib.suppress(Exception):
-            await self.nc.close()
-        raise self._refused.result()
-
     async def _provision_streams(self) -> None:
         """Refuse a server that holds this connection under 8 MiB, then create the engine's streams."""
         if self.nc.max_payload < MAX_PAYLOAD_BYTES:
@@ -178,9 +149,6 @@ class JetStreamQueue:
     # The client's callbacks. Until the queue is handed out (`_connected`), a disconnect or a
     # close is the dial's own failure, which `connect` reports.
     async def _on_error(self, exc: Exception) -> None:
-        if not self._connected and _refusal(exc) and self._refused is not None and not self._refused.done():
-            self._refused.set_result(ConnectError(f"jetstream: {self.server} refused this node: "
-                                                  f"{self.dial.scrub(str(exc) or type(exc).__name__)}"))
         log.warning("jetstream_connection_error", extra={"server": self.server, "error": self.dial.scrub(str(exc) or type(exc).__name__)})
 
     async def _on_disconnected(self) -> None:

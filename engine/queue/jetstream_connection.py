@@ -12,6 +12,7 @@ from engine.queue.dial import (  # noqa: F401  (re-exported: the backend and its
     RECONNECT_WAIT_SECONDS,
     ConnectError,
     Dial,
+    Refused,
     check_file,
     redact_url,
     scrub,

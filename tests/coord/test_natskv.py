@@ -395,6 +395,19 @@ async def test_a_broker_that_is_not_there_once_the_dial_gives_up_is_unavailable_
                                   "NoServersError")
 
 
+async def test_a_broker_that_refuses_the_dial_fails_it_at_once_naming_the_refusal(server, caplog):
+    # The node's dial redials for ever (an external server's default); a refusal is an answer
+    # that a redial would hear again, so it ends the dial rather than hanging the boot.
+    from engine.queue.jetstream_connection import Dial
+
+    dial = Dial(server.client_url, token="not-the-token", max_reconnect_attempts=-1)
+    with caplog.at_level(logging.WARNING), pytest.raises(CoordError) as refused:
+        await asyncio.wait_for(NatsKVCoord.connect(dial), timeout=20)
+    assert not isinstance(refused.value, Unavailable)  # not "did not answer": nothing to wait for
+    assert str(refused.value) == f"coord: the broker at {server.client_url} refused this node: nats: 'Authorization Violation'"
+    assert not any("not-the-token" in r.getMessage() or "not-the-token" in str(r.__dict__) for r in caplog.records)
+
+
 async def test_a_plain_dial_is_a_lone_broker_s_one_replica_and_short_create_budget(server):
     store = await NatsKVCoord.connect(server.client_url, server.token)
     try:

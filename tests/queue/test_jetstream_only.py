@@ -81,6 +81,12 @@ async def test_a_urls_userinfo_is_never_repeated(caplog):
     assert not any("hunter22" in r.getMessage() or "hunter22" in str(r.__dict__) for r in caplog.records)
 
 
+async def test_a_broker_that_refuses_the_dial_fails_it_at_once_naming_the_refusal_once(broker):
+    with pytest.raises(ConnectError) as err:  # a dial that would redial for ever: the refusal ends it
+        await asyncio.wait_for(JetStreamQueue.connect(Dial(broker.client_url, token="not-the-token"), node_id="node-a"), 20)
+    assert str(err.value) == f"queue: jetstream: {broker.client_url} refused this node: nats: 'Authorization Violation'"
+
+
 async def test_a_connection_closed_for_good_is_reported_for_a_node_restart(broker, caplog):
     reasons: list[str] = []
     q = await JetStreamQueue.connect(Dial(broker.client_url, token=broker.token, max_reconnect_attempts=1),
