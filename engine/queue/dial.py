@@ -25,6 +25,7 @@ from typing import Any, Awaitable, Callable
 from urllib.parse import urlsplit
 
 import nats.errors
+import nkeys
 
 from engine.queue.contract import QueueError
 
@@ -86,7 +87,7 @@ class Dial:
         """nats-py's connect options: the files checked and the TLS context built first, so a file
         that cannot be opened is named by its field rather than reported as an unreachable broker."""
         if self.user_credentials:
-            check_file("stream.credentials", self.user_credentials)
+            check_credentials("stream.credentials", self.user_credentials)
         context = tls_context(self.tls)
         options: dict[str, Any] = dict(
             servers=[s.strip() for s in self.url.split(",") if s.strip()],
@@ -172,6 +173,32 @@ def check_file(field: str, path: str) -> None:
             pass
     except OSError as exc:
         raise ConnectError(f"{field} {path}: {(exc.strerror or str(exc)).lower()}") from None
+
+
+def check_credentials(field: str, path: str) -> None:
+    """A credentials file the client can sign in with: a user JWT and an NKey seed that parses,
+    each on the line after its block's opening marker, as nats-py reads them. Left to the
+    client, a file without them fails inside the library ("object of type 'NoneType' has no
+    len()"). Named by its field; the file's contents are never repeated."""
+    check_file(field, path)
+    with open(path, "rb") as f:
+        lines = f.read().splitlines()
+
+    def block(marker: bytes) -> bytes:
+        for i, line in enumerate(lines[:-1]):
+            if marker in line:
+                return lines[i + 1].strip()
+        return b""
+
+    if not block(b"BEGIN NATS USER JWT"):
+        raise ConnectError(f"{field} {path}: not a NATS credentials file (no user JWT block)")
+    seed = bytearray(block(b"BEGIN USER NKEY SEED"))
+    if not seed:
+        raise ConnectError(f"{field} {path}: not a NATS credentials file (no user NKey seed block)")
+    try:
+        nkeys.from_seed(seed).wipe()
+    except Exception:
+        raise ConnectError(f"{field} {path}: its user NKey seed does not parse") from None
 
 
 def tls_context(tls: Any) -> ssl.SSLContext | None:

@@ -314,9 +314,14 @@ async def test_the_brokers_own_marker_for_an_aged_out_value_reads_as_no_value(se
         await store.close()
 
 
-async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_returns(tmp_path):
+def _said(caplog, event: str, level: int) -> list[logging.LogRecord]:
+    return [r for r in caplog.records if r.name == "coord.natskv" and r.getMessage() == event and r.levelno == level]
+
+
+async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_returns(tmp_path, caplog):
     from tests.ports import PortHold
 
+    caplog.set_level(logging.INFO, logger="coord.natskv")
     hold = PortHold()  # a fixed port, so the client redials the same address once it is back
     server = NatsServer(tmp_path / "fixed", "natskv-link", port=hold.port)
     await server.start()
@@ -331,6 +336,8 @@ async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_retur
             return store.link == "down"
 
         await eventually(down, message="the link to read down")
+        # the operator's log says so, naming the server (never its token), once per outage
+        await eventually(lambda: _said(caplog, "coord_disconnected", logging.WARNING), message="the outage logged")
         with pytest.raises(Unavailable):
             await store.get("crewlet_link", "k")
         await server.start()  # the same address and store directory
@@ -340,10 +347,15 @@ async def test_the_link_reads_down_while_the_broker_is_away_and_up_when_it_retur
 
         await eventually(up, timeout=20, message="the link to come back up")
         assert (await store.get("crewlet_link", "k")).value == b"v"
+        await eventually(lambda: _said(caplog, "coord_reconnected", logging.INFO), message="the return logged")
+        outage = _said(caplog, "coord_disconnected", logging.WARNING)
+        assert len(outage) == 1 and outage[0].server == server.client_url
+        assert server.token not in caplog.text
     finally:
         await store.close()
         await server.stop()
     assert store.link == "closed"
+    assert len(_said(caplog, "coord_disconnected", logging.WARNING)) == 1  # our own close is not an outage
 
 
 async def test_a_connection_closed_for_good_is_reported_once_with_its_reason(tmp_path):
@@ -405,6 +417,8 @@ async def test_a_broker_that_refuses_the_dial_fails_it_at_once_naming_the_refusa
         await asyncio.wait_for(NatsKVCoord.connect(dial), timeout=20)
     assert not isinstance(refused.value, Unavailable)  # not "did not answer": nothing to wait for
     assert str(refused.value) == f"coord: the broker at {server.client_url} refused this node: nats: 'Authorization Violation'"
+    errors = [r for r in caplog.records if r.getMessage() == "coord_connection_error"]
+    assert errors and errors[0].levelname == "WARNING" and "Authorization Violation" in errors[0].error
     assert not any("not-the-token" in r.getMessage() or "not-the-token" in str(r.__dict__) for r in caplog.records)
 
 
@@ -417,11 +431,13 @@ async def test_a_plain_dial_is_a_lone_broker_s_one_replica_and_short_create_budg
         await store.close()
 
 
-async def test_closing_the_store_is_not_reported_as_a_loss(server):
+async def test_closing_the_store_is_not_reported_as_a_loss(server, caplog):
     reasons: list[str] = []
     store = await NatsKVCoord.connect(server.client_url, server.token, on_closed=reasons.append)
-    await store.close()
+    with caplog.at_level(logging.INFO, logger="coord.natskv"):
+        await store.close()
     assert store.link == "closed" and reasons == []
+    assert [r for r in caplog.records if r.levelno >= logging.WARNING] == []  # neither an outage nor an error
     assert store._nc.is_closed  # the connection it dialled let go, not left open on the broker
 
 

@@ -72,6 +72,49 @@ async def test_a_missing_credentials_file_is_named_by_its_field(tmp_path):
     assert str(err.value) == f"queue: stream.credentials {missing}: no such file or directory"
 
 
+def _garbled(good: str, garble: str) -> str:
+    lines = good.split("\n")
+    if garble == "seed":  # the seed's line cut short, as a paste that lost its end
+        at = lines.index("-----BEGIN USER NKEY SEED-----") + 1
+        lines[at] = lines[at][:30]
+        return "\n".join(lines)
+    if garble == "no seed":
+        return good.split("*****")[0]
+    return {"text": "not a credentials file\n", "empty": ""}[garble]
+
+
+@pytest.mark.parametrize(("garble", "says"), [
+    ("text", "not a NATS credentials file (no user JWT block)"),
+    ("empty", "not a NATS credentials file (no user JWT block)"),
+    ("no seed", "not a NATS credentials file (no user NKey seed block)"),
+    ("seed", "its user NKey seed does not parse"),
+])
+async def test_a_credentials_file_the_client_cannot_sign_in_with_is_named_by_its_field(tmp_path, garble, says):
+    # Left to nats-py these surface from inside the library once an operator-mode server sends
+    # its nonce: "object of type 'NoneType' has no len()", "nkeys: invalid seed".
+    from tests.fleet.servers import Operator
+
+    creds = Operator(tmp_path / "operator").credentials("engine")
+    good = creds.read_text()
+    creds.write_text(_garbled(good, garble))
+    with pytest.raises(ConnectError) as err:
+        await JetStreamQueue.connect(Dial("nats://127.0.0.1:1", user_credentials=str(creds), max_reconnect_attempts=1),
+                                     node_id="node-a")
+    assert str(err.value) == f"queue: stream.credentials {creds}: {says}"
+    seed = good.split("SEED-----\n")[1].split("\n")[0]
+    assert seed[:20] not in str(err.value)
+
+
+async def test_a_well_formed_credentials_file_goes_on_to_the_dial(tmp_path):
+    from tests.fleet.servers import Operator
+
+    creds = Operator(tmp_path / "operator").credentials("engine")
+    with pytest.raises(ConnectError) as err:  # port 1 answers nothing: the dial itself fails
+        await JetStreamQueue.connect(Dial("nats://127.0.0.1:1", user_credentials=str(creds), max_reconnect_attempts=1),
+                                     node_id="node-a")
+    assert "could not connect to nats://127.0.0.1:1" in str(err.value) and "stream.credentials" not in str(err.value)
+
+
 async def test_a_urls_userinfo_is_never_repeated(caplog):
     assert redact_url("nats://engine:hunter22@nats-1.internal:4222,nats://tok3n@nats-2.internal") == \
         "nats://nats-1.internal:4222,nats://nats-2.internal"
