@@ -124,8 +124,15 @@ class NatsServer:
             await asyncio.sleep(0.05)
 
     def freeze(self) -> None:
-        """Stop the process where it stands (SIGSTOP): its sockets stay open and nothing answers."""
+        """Stop the process where it stands (SIGSTOP): its sockets stay open and nothing answers.
+        Returns once every thread of it reads stopped: the signal is queued at once but a thread
+        running on the other core may first answer what is already on its socket."""
         self._proc.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{self._proc.pid}/task")
+        deadline = time.monotonic() + 10
+        while not all(_stopped(task) for task in tasks.iterdir()):
+            assert time.monotonic() < deadline, "the broker did not stop on SIGSTOP"
+            time.sleep(0.005)
 
     def thaw(self) -> None:
         self._proc.send_signal(signal.SIGCONT)
@@ -134,6 +141,14 @@ class NatsServer:
         if self._proc is not None and self._proc.returncode is None:
             self._proc.terminate()
             await self._proc.wait()
+
+
+def _stopped(task: Path) -> bool:
+    try:
+        stat = (task / "stat").read_text()
+    except FileNotFoundError:  # a thread that ended meanwhile
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("T", "t")
 
 
 def broker(store_dir: Path, server_name: str):
