@@ -213,7 +213,7 @@ class NatsKVCoord:
             raise CoordError(f"the broker at {err.server} refused this node: {err.refusal}") from err
         except _UNANSWERED + (nats.errors.Error,) as err:
             raise Unavailable(f"the broker at {dial.server} did not answer the dial: {type(err).__name__}") from err
-        except Exception as err:  # a TLS refusal, a credentials file the client could not use
+        except Exception as err:  # anything else the client raised while dialling
             raise CoordError(f"could not connect to {dial.server}: {dial.scrub(str(err) or type(err).__name__)}") from err
         made.append(cls(nc, timeout=timeout, replicas=replicas, owned=True, clustered=clustered))
         return made[0]
