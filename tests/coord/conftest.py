@@ -22,6 +22,7 @@ import pytest
 
 from engine.coord.contract import CoordStore
 from engine.coord.local import LocalCoord
+from tests.node.harness import eventually
 
 WAIT_SECONDS = 15.0  # the longest the test broker is waited for before the test fails
 
@@ -129,10 +130,8 @@ class NatsServer:
         running on the other core may first answer what is already on its socket."""
         self._proc.send_signal(signal.SIGSTOP)
         tasks = Path(f"/proc/{self._proc.pid}/task")
-        deadline = time.monotonic() + 10
-        while not all(_stopped(task) for task in tasks.iterdir()):
-            assert time.monotonic() < deadline, "the broker did not stop on SIGSTOP"
-            time.sleep(0.005)
+        eventually(lambda: all(_stopped(task) for task in tasks.iterdir()), 10, "the broker to stop on SIGSTOP",
+                   interval=0.005)
 
     def thaw(self) -> None:
         self._proc.send_signal(signal.SIGCONT)

@@ -14,6 +14,7 @@ from nats.js import api
 
 from engine.coord.contract import CoordError, Unavailable
 from engine.coord.natskv import CREATE_BUDGET_SECONDS, NatsKVCoord, decode_key, encode_key
+from engine.queue.dial import Dial
 from tests.coord.conftest import NatsServer, broker
 from tests.queue.waiting import eventually, throughout
 
@@ -410,8 +411,6 @@ async def test_a_broker_that_is_not_there_once_the_dial_gives_up_is_unavailable_
 async def test_a_broker_that_refuses_the_dial_fails_it_at_once_naming_the_refusal(server, caplog):
     # The node's dial redials for ever (an external server's default); a refusal is an answer
     # that a redial would hear again, so it ends the dial rather than hanging the boot.
-    from engine.queue.jetstream_connection import Dial
-
     dial = Dial(server.client_url, token="not-the-token", max_reconnect_attempts=-1)
     with caplog.at_level(logging.WARNING), pytest.raises(CoordError) as refused:
         await asyncio.wait_for(NatsKVCoord.connect(dial), timeout=20)
