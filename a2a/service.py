@@ -10,9 +10,12 @@ itself, an empty brief or one over `MAX_BRIEF_BYTES`, and an ask past the compan
 Otherwise it opens the channel record, publishes the `a2a_request` wake to the target's inbox
 and records `a2a_channel_opened`. The asker's turn then ends; the answer wakes it.
 
-`answer` is called by the seat host that ran the answering turn, once that turn completed and
-before its trigger is recorded worked in the completion ledger: the node that authorises the
-answer is the one holding the answering seat, never the one that opened the channel. It
+`answer` is called by the seat host running the answering turn, as soon as that turn's last
+round completed with the seat's lease held (the turn engine starts it beside the turn's phase
+and end records, not after them), and is awaited before the trigger is recorded worked in the
+completion ledger: the node that authorises the answer is the one holding the answering seat,
+never the one that opened the channel. A turn that then fails to record its end is run again
+(its mail NAKed or deferred, unrecorded), and that run answers as a redelivery does. It
 publishes the `a2a_message` wake to the asker's inbox FIRST, under an id derived from the
 channel, then closes the record and records `a2a_message_sent` and `a2a_channel_closed`. A
 redelivery of the ask (the node died before its ack) runs into the closed record and sends the

@@ -193,19 +193,18 @@ class Acks:
 
 
 STEPS = ("the ask: channel written, wake acknowledged", "bob's host: fetch, ledger read, turn set up",
-         "opening records acknowledged (memory read beside)", "the round: model, charge, phase record",
-         "rest of the charge, memory, completed record", "settle: channel read, answer wake to alice")
+         "opening records acknowledged (memory read beside)", "the round: model, charge, answer's wake to alice")
 
 
 def steps(acks: Acks, began: list[float], arrived: list[float], turns: list[tuple[float, float]]) -> dict[str, list[float]]:
-    """Each ask's time cut where its wake and the turn's records were acknowledged and where the
-    turn began and returned (the answer's wake may reach alice before its own ack is read)."""
+    """Each ask's time cut where its wake and the turn's opening records were acknowledged and
+    where the turn began. The answer goes out from the turn's last round, beside its phase and
+    end records: alice may be woken before they are acknowledged and the turn returns."""
     out: dict[str, list[float]] = {step: [] for step in STEPS}
-    for start, (turn_began, turn_ended), end in zip(began, turns, arrived, strict=True):
+    for start, (turn_began, _), end in zip(began, turns, arrived, strict=True):
         wake = acks.after("a2a_request", start)
         opened = acks.after("prompt.size", turn_began)
-        phase = acks.after("agent_phase_completed", opened)
-        marks = (start, wake, turn_began, opened, phase, turn_ended, end)
+        marks = (start, wake, turn_began, opened, end)
         for step, (a, b) in zip(STEPS, itertools.pairwise(marks), strict=True):
             out[step].append((b - a) * 1000)
     return out
@@ -242,6 +241,10 @@ async def asks(q, coord, rounds: int, parts: dict | None = None) -> list[float]:
         arrived_at.append(arrived)
         if parts is not None:
             parts.setdefault("ask", []).append((asked - began) * 1000)
+    for _ in range(5000):  # the last turn's own end, which may trail the answer it sent
+        if len(timed.spans) >= rounds:
+            break
+        await asyncio.sleep(0.001)
     acks.on = False
     if parts is not None:
         parts["cpu_ms"] = (time.process_time() - cpu_began) * 1000 / rounds

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -238,6 +239,8 @@ class SeatHost:
         trigger, constituents = await self._trigger(fresh, batch.key, turn_id, company)
         request = TurnRequest(seat=seat, company=company, trigger=trigger, constituents=constituents,
                               turn_id=turn_id, stop_requested=self._stop_requested, fence=self._fence)
+        if trigger.type == A2A_REQUEST:  # an ask (never merged with other mail): its answer goes from the turn
+            request.answer = functools.partial(self._answer, request)
         async with self.gate:  # waiting here keeps the delivery: nothing is handed back
             # A hold that landed while this delivery was read, merged or waiting for a slot (a
             # pause, a lost lease): deferred now, it keeps its place at the head and no turn runs.
@@ -373,6 +376,8 @@ class SeatHost:
         """A completed turn woken by an ask (`a2a_request`, never merged with other mail) answers it
         with its final response (seed 000, "Ephemeral A2A channels"), before the trigger is
         recorded worked, so a redelivery finds either no record (and answers) or the answer sent.
+        The turn engine began the answer as soon as the final response was known (the result's
+        `answering`); a turn runner that did not is answered here.
         The answer's history records (a2a_message_sent, a2a_channel_closed) finish beside the
         ledger write rather than before it: a crash between the close and their ack loses them
         either way (a redelivery after the close sends the wake again, never the records).
@@ -380,16 +385,20 @@ class SeatHost:
         holder answers the redelivery) or the broker or store failed."""
         if request.trigger.type != A2A_REQUEST:
             return None
+        answering = getattr(result, "answering", None)
         try:
-            done = await a2a.answer(self.node, request=request.trigger, response=getattr(result, "response", "") or "",
-                                    answered_by=self.handle, turn_id=request.turn_id, authorised=self._holds_seat,
-                                    beside=self._beside)
+            done = await (answering if answering is not None else self._answer(request, getattr(result, "response", "") or ""))
         except (QueueError, CoordError) as exc:
             return self._store_down(exc)
         if done == a2a.NOT_AUTHORISED:
             log.warning("a2a_answer_not_authorised", extra={"seat": self.handle, "turn_id": request.turn_id})
             return Outcome.DEFER
         return None
+
+    async def _answer(self, request: TurnRequest, response: str) -> str:
+        """Answer the ask `request` was woken by with `response`, as this seat, on its lease."""
+        return await a2a.answer(self.node, request=request.trigger, response=response, answered_by=self.handle,
+                                turn_id=request.turn_id, authorised=self._holds_seat, beside=self._beside)
 
     def _holds_seat(self) -> bool:
         return self.lease is None or self.lease.is_exclusive(self.clock())

@@ -118,7 +118,11 @@ class TurnRequest:
     value, and one carrying `stopped_by`, `stopped_by_seat` or `reason` (attributes or keys)
     names who stopped the turn on its agent_turn_stopped. `fence` says whether this node still
     holds the seat's lease, proven exclusive: it is asked at the top of every round, before each
-    tool call, and once more after the last round, before the turn's record is published."""
+    tool call, and once more after the last round, before the turn's record is published. `answer`
+    (a turn woken by an ask) sends the final response back: the engine starts it as soon as the
+    last round completed with the lease held, beside the phase's and the turn's records rather
+    than after them, and hands its task back as the result's `answering` (seed 000, "Ephemeral A2A
+    channels": the answering turn's final response is the reply)."""
 
     seat: Seat
     company: Company
@@ -127,6 +131,7 @@ class TurnRequest:
     turn_id: str
     stop_requested: Callable[[], Any] = lambda: False
     fence: Callable[[], bool] = lambda: True
+    answer: Callable[[str], Awaitable[Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -166,6 +171,7 @@ class TurnResult:
     guard: str = ""
     model_refused: bool = False
     timings: list[RoundTiming] = field(default_factory=list)
+    answering: asyncio.Future | None = None
 
     @property
     def failed(self) -> bool:
@@ -286,6 +292,7 @@ class _Turn:
         self._live: dict[asyncio.Task, asyncio.Event] = {}  # live signals in flight: each set once it is sent
         self._unacked: list[asyncio.Future] = []  # records published by `_send`, their acks not yet awaited
         self._charging: asyncio.Future | None = None  # a round's charge that cannot refuse, still landing
+        self.answering: asyncio.Future | None = None  # the request's `answer`, once begun
         self.ending: asyncio.Future | None = None  # the publish of agent_turn_completed, once begun
         self.remembering: asyncio.Future | None = None  # the conversation memory's write, begun beside it
         self.ended: TurnResult | None = None
@@ -424,8 +431,15 @@ class _Turn:
                 # turn beside the new holder's, so it stands interrupted and the mail goes back
                 phase.end("interrupted", "this node lost the seat's lease while the turn's last round ran; the seat's "
                                          "new owner runs the trigger", "fence")
-            await self._flush()
             response = "".join(phase.texts)
+            if phase.outcome == "completed" and req.answer is not None:
+                # The answer is the final response, known now: it goes out while the turn's own
+                # records do. The host awaits it before the trigger is recorded worked; a turn that
+                # then fails to record its end is run again, and its answer goes again under the
+                # same ids, which the broker and the asker's ledger collapse (a2a.service.answer).
+                self.answering = asyncio.ensure_future(req.answer(response))
+                self.answering.add_done_callback(_retrieved)
+            await self._flush()
             failed = phase.outcome in FAILED_OUTCOMES
             self._send(AgentPhaseCompleted(
                 phase=PHASE, iteration=1, model=phase.model, provider_key=phase.provider_key,
@@ -442,7 +456,8 @@ class _Turn:
             refusal=phase.refusal, error_kind=phase.error_kind, provider_key=phase.provider_key,
             tools_used=phase.tools_used, transient=phase.transient, guard=phase.guard,
             model_refused=phase.model_refusal is not None, timings=phase.timings,
-            shown_waiting=[w.id for w in recollection.waiting] if phase.outcome == "completed" else [])
+            shown_waiting=[w.id for w in recollection.waiting] if phase.outcome == "completed" else [],
+            answering=self.answering)
         # The memory is written while the turn's end goes out, and both have landed before the
         # turn returns (its mail is acked after, and the conversation's next turn reads it then).
         self.remembering = asyncio.ensure_future(memory.record(

@@ -136,6 +136,44 @@ async def test_a_redelivered_ask_never_answers_twice(pair):
     assert channel.closed_by == "bob" and channel.turn_id != "a-second-run"
 
 
+async def test_an_answer_sent_before_its_turn_failed_to_record_its_end_wakes_the_asker_once(backend):
+    # The turn engine sends an ask's answer as soon as the final response is known, beside the
+    # turn's last records. A broker that then does not take the turn's end hands the ask back
+    # unrecorded (NAK); the run that follows answers under the same ids, and alice is woken once,
+    # by the first answer.
+    import asyncio
+
+    from engine.queue.contract import Unreachable
+
+    def decide(request):
+        if request.seat.handle != "bob":
+            return "completed"
+        bob_runs = [r for r in rig.turns.requests if r.seat.handle == "bob"]
+        response = f"answer {len(bob_runs)}"
+        answering = asyncio.ensure_future(request.answer(response))
+        if len(bob_runs) == 1:
+            raise Unreachable("jetstream: publish to crewlet.events.agent_turn_completed was not acknowledged within 5s")
+        return TurnResult(outcome="completed", turn_id=request.turn_id, rounds=1, tokens_in=1, tokens_out=1,
+                          duration_ms=1, response=response, answering=answering)
+
+    rig = await make_rig(backend, decide=decide)
+    try:
+        for handle in ("alice", "bob"):
+            await rig.runtime.on_seat_acquired(handle, None)
+        outcome = await a2a.ask(rig.node, asker="alice", target="bob", brief="ready?", depth=0, trace=_trace())
+        await eventually(lambda: len(_triggers(rig, "bob")) == 2, timeout=10, message="the ask run again after the NAK")
+        await throughout(lambda: len(_triggers(rig, "alice")) == 1, window=1.0, message="alice woken once")
+        [wake] = _triggers(rig, "alice")
+        assert wake.get("body") == "answer 1"
+        first, second = (r.turn_id for r in rig.turns.requests if r.seat.handle == "bob")
+        channel = await ChannelBook(rig.node.coord).get(outcome.channel_id)
+        assert (channel.state, channel.closed_by, channel.turn_id) == ("closed", "bob", first)
+        [sent] = rig.published.of("a2a_message_sent")
+        assert sent.get("body") == "answer 1" and sent.get("turn_id") == first != second
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
 async def test_an_answer_is_sent_only_by_the_node_holding_the_answering_seat(pair):
     await pair.runtime.on_seat_released("bob", None, "test")  # bob's mail waits; the ask is answered by hand
     outcome = await a2a.ask(pair.node, asker="alice", target="bob", brief="who holds you?", depth=0, trace=_trace())

@@ -411,3 +411,61 @@ async def test_a_cancel_that_lands_while_the_completed_record_is_published_leave
     # what the completed turn did is remembered for the conversation's next turn, wherever it runs
     [remembered] = (await memory.recall("alice", "slack:C1:171.2", 1000)).exchanges
     assert remembered.turn_id == result.turn_id
+
+
+async def test_an_asks_answer_goes_out_as_soon_as_the_final_response_is_known_not_after_the_turns_records():
+    # The answer is the final response: the asker is woken while the answering turn's phase and
+    # end records are still on their way, and the turn hands the answer's outcome back.
+    import asyncio
+
+    company = company_of([SCRIPTED])
+    sent: list[str] = []
+    records_held = asyncio.Event()
+    answered: list[tuple[str, list[str]]] = []
+
+    async def publish(event: Event) -> None:
+        if event.type in ("agent_phase_completed", "agent_turn_completed"):
+            await records_held.wait()  # the broker slow to take the turn's last records
+        sent.append(event.type)
+
+    async def answer(response: str) -> str:
+        answered.append((response, list(sent)))
+        return "answered"
+
+    trigger = slack_message()
+    running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=publish).run(
+        request_for(company, trigger, answer=answer)))
+    while not answered:
+        await asyncio.sleep(0)
+    [(response, before)] = answered
+    assert response == f"alice (engineer) is on {trigger.summary()}"
+    assert "agent_phase_completed" not in before and "agent_turn_completed" not in before
+    assert not running.done()
+    records_held.set()
+    result = await running
+    assert result.outcome == "completed" and result.response == response
+    assert result.answering is not None and await result.answering == "answered"
+
+
+async def test_a_turn_that_does_not_complete_sends_no_answer():
+    # A lease lost while the last round ran, or a budget that refused the round: the turn's end
+    # is not `completed`, so nothing answers the ask (its redelivery is answered where it runs).
+    answered: list[str] = []
+
+    async def answer(response: str) -> str:
+        answered.append(response)
+        return "answered"
+
+    asked = []
+
+    def fence() -> bool:
+        asked.append(True)
+        return len(asked) == 1
+
+    lost = await TurnEngine(node_id="node-a", publish=Published()).run(
+        request_for(company_of([SCRIPTED]), slack_message(), fence=fence, answer=answer))
+    refused_company = company_of([{"name": "demo", "kind": "scripted", "reply": "word " * 40}], token_budget={"day": 15})
+    refused = await TurnEngine(node_id="node-a", publish=Published(), budgets=Budgets(LocalCoord()), max_tokens=10).run(
+        request_for(refused_company, slack_message(), answer=answer))
+    assert (lost.outcome, refused.outcome) == ("interrupted", "budget_exhausted")
+    assert answered == [] and lost.answering is None and refused.answering is None
