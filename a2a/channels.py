@@ -18,7 +18,7 @@ closed channel's `opened_at` is in its value and its `closed_at` is its own last
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from typing import Any
 
@@ -61,12 +61,16 @@ class Channel:
         return max(0, int(round((self.closed_at - self.opened_at) * 1000)))
 
     def encode(self) -> bytes:
-        raw = asdict(self)
+        raw = self._fields()
         for derived in ("revision", "closed_at"):  # the entry's own: its revision and its stamp
             raw.pop(derived)
         if self.is_open:
             raw.pop("opened_at")  # the opening revision's stamp is the opened_at
         return json.dumps(raw, sort_keys=True).encode()
+
+    def _fields(self) -> dict[str, Any]:
+        # every field is a scalar: a flat copy (`asdict` deep-copies each one)
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
     @classmethod
     def decode(cls, entry: Entry) -> "Channel | None":
@@ -87,7 +91,7 @@ class Channel:
     def describe(self) -> dict[str, Any]:
         """The channel as `GET /a2a/channels/{id}` shows it: its times in ISO 8601 UTC, as every
         other route and the channel's own events give them."""
-        out = asdict(self)
+        out = self._fields()
         out["opened_at"] = _iso(self.opened_at)
         out["closed_at"] = _iso(self.closed_at)
         out["duration_ms"] = self.duration_ms
