@@ -136,6 +136,8 @@ class SeatHost:
         self._retry_task: asyncio.Task | None = None
         self._store_failures = 0  # store reads unanswered in a row (the re-fetch spacing doubles)
         self._telemetry: set[asyncio.Future] = set()
+        # turn id -> the ledger write begun beside that turn's end record, and what it records
+        self._recording: dict[str, tuple[asyncio.Future, list[tuple[str, str]]]] = {}
 
     @property
     def queue(self) -> EventQueue:
@@ -240,7 +242,9 @@ class SeatHost:
         request = TurnRequest(seat=seat, company=company, trigger=trigger, constituents=constituents,
                               turn_id=turn_id, stop_requested=self._stop_requested, fence=self._fence)
         if trigger.type == A2A_REQUEST:  # an ask (never merged with other mail): its answer goes from the turn
-            request.answer = functools.partial(self._answer, request)
+            request.answer = functools.partial(self._answer, request)  # and the ledger follows the answer
+        else:
+            request.ending = functools.partial(self._record_beside, request)
         async with self.gate:  # waiting here keeps the delivery: nothing is handed back
             # A hold that landed while this delivery was read, merged or waiting for a slot (a
             # pause, a lost lease): deferred now, it keeps its place at the head and no turn runs.
@@ -254,7 +258,13 @@ class SeatHost:
             log.info("seat_turn_started", extra={"seat": self.handle, "turn_id": turn_id,
                                                  "trigger_ids": ",".join(self.running["trigger_ids"])})
             try:
-                result = await self.turns.run(request)
+                try:
+                    result = await self.turns.run(request)
+                except CompletedWhileCancelled:
+                    raise
+                except BaseException:  # the turn's end did not land: nor does the record written beside it
+                    await asyncio.shield(asyncio.ensure_future(self._withdraw(request)))
+                    raise
             except CompletedWhileCancelled as cut:  # detached as the turn completed: record it, then stop
                 with contextlib.suppress(Exception):
                     await asyncio.shield(asyncio.ensure_future(self._settle(request, cut.result)))
@@ -347,7 +357,11 @@ class SeatHost:
                 answered = await self._answer_ask(request, result)
                 if answered is not None:
                     return answered
-            await self._record_worked(request, getattr(result, "shown_waiting", ()))
+            recording = self._recording.pop(request.turn_id, None)
+            if recording is not None:
+                await recording[0]
+            else:
+                await self._record_worked(request, getattr(result, "shown_waiting", ()))
             return Outcome.ACK
         error = getattr(result, "error", "") or outcome
         self.last_error = {"turn_id": request.turn_id, "at": _now_iso(), "outcome": outcome, "error": error}
@@ -407,8 +421,32 @@ class SeatHost:
         """Every constituent worked by this turn, and each waiting message of its thread it was
         shown and answered. The ACK is what settles the mail, the ledger covers an ACK that never
         lands (`_ledger_write` asks again while the client fails over)."""
-        entries = [(str(e.id), "") for e in request.constituents] + [(str(i), "answered_in_thread") for i in answered]
-        await self._ledger_write(request, entries)
+        await self._ledger_write(request, _worked_entries(request, answered))
+
+    def _record_beside(self, request: TurnRequest, result: TurnResult) -> None:
+        """The turn's end record is on its way (it completed or was stopped): its triggers are
+        recorded worked beside it, not after its ack, so a node that dies in between -- the
+        record landed, the ledger not, and the mail comes round again to be worked a second
+        time -- has no gap of a store round trip to die in. `_settle` waits for it; `_withdraw`
+        takes it back when the end record does not land and the mail runs again."""
+        entries = _worked_entries(request, result.shown_waiting)
+        self._recording[request.turn_id] = (asyncio.ensure_future(self._ledger_write(request, entries)), entries)
+
+    async def _withdraw(self, request: TurnRequest) -> None:
+        """The turn raised or was cancelled after its ledger record was begun beside its end
+        record: delete what it wrote, so the mail's next delivery runs the turn rather than
+        finding it worked. One the store does not delete is logged: that trigger stands worked."""
+        recording = self._recording.pop(request.turn_id, None)
+        if recording is None:
+            return
+        writing, entries = recording
+        await writing
+        for trigger_id, _ in entries:
+            try:
+                await self.ledger.withdraw(self.handle, trigger_id, request.turn_id)
+            except CoordError as exc:
+                log.error("ledger_record_not_withdrawn", extra={"seat": self.handle, "trigger_id": trigger_id,
+                                                                 "turn_id": request.turn_id, "error": str(exc)})
 
     async def _abandon(self, request: TurnRequest, reason: str, detail: str) -> Outcome:
         """Record the turn's triggers as abandoned (ledger, turn_trigger_skipped) and ACK them."""
@@ -590,6 +628,12 @@ class SeatHost:
             await self.queue.publish(topics.event_subject(event.type), event)
         except Exception as exc:
             log.warning("event_publish_failed", extra={"type": event.type, "seat": self.handle, "error": str(exc)})
+
+
+def _worked_entries(request: TurnRequest, answered: Any) -> list[tuple[str, str]]:
+    """The ledger entries of a worked turn: each constituent, and each waiting message of its
+    thread it was shown and answered."""
+    return [(str(e.id), "") for e in request.constituents] + [(str(i), "answered_in_thread") for i in answered or ()]
 
 
 def _unique(deliveries: tuple[Delivery, ...]) -> list[Event]:

@@ -122,7 +122,9 @@ class TurnRequest:
     (a turn woken by an ask) sends the final response back: the engine starts it as soon as the
     last round completed with the lease held, beside the phase's and the turn's records rather
     than after them, and hands its task back as the result's `answering` (seed 000, "Ephemeral A2A
-    channels": the answering turn's final response is the reply)."""
+    channels": the answering turn's final response is the reply). `ending` is told the result as
+    the turn's end record goes out, when it completed or was stopped: the host records the
+    trigger worked beside that record rather than after its ack."""
 
     seat: Seat
     company: Company
@@ -132,6 +134,7 @@ class TurnRequest:
     stop_requested: Callable[[], Any] = lambda: False
     fence: Callable[[], bool] = lambda: True
     answer: Callable[[str], Awaitable[Any]] | None = None
+    ending: Callable[["TurnResult"], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -474,6 +477,8 @@ class _Turn:
             error_kind=phase.error_kind, tokens_in=phase.tokens_in, tokens_out=phase.tokens_out,
             cache_read_tokens=phase.cache_read, cache_write_tokens=phase.cache_write,
             duration_ms=result.duration_ms)))
+        if req.ending is not None and result.outcome in ("completed", "stopped"):
+            req.ending(result)
         self.ended = result
         await asyncio.shield(self.ending)
         try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from engine.coord.contract import CoordError, CoordStore, Entry, KeyExists
+from engine.coord.contract import CoordError, CoordStore, Entry, KeyExists, RevisionMismatch
 
 LEDGER_BUCKET = "crewlet_ledger"
 LEDGER_HORIZON_SECONDS = 7 * 24 * 3600.0  # a redelivery is long settled a week on
@@ -68,6 +68,21 @@ class CompletionLedger:
         try:
             await self.store.create(LEDGER_BUCKET, _key(handle, trigger_id), _value(handle, trigger_id, turn_id, reason))
         except KeyExists:
+            return False
+        return True
+
+    async def withdraw(self, handle: str, trigger_id: str, turn_id: str) -> bool:
+        """Delete the record of `handle` working `trigger_id` if `turn_id` wrote it and nobody
+        wrote it since (a turn whose record was written beside its end record, and whose end
+        did not land, runs again); whether it was deleted."""
+        await self._ready()
+        key = _key(handle, trigger_id)
+        entry = await self.store.get(LEDGER_BUCKET, key)
+        if entry is None or _decode(entry).turn_id != turn_id:
+            return False
+        try:
+            await self.store.delete(LEDGER_BUCKET, key, entry.revision)
+        except RevisionMismatch:
             return False
         return True
 

@@ -40,6 +40,20 @@ async def test_the_first_turn_to_record_a_trigger_stands(backend):
         [("turn-1", ""), ("turn-3", "abandoned")]
 
 
+async def test_a_turn_withdraws_only_its_own_record_and_the_trigger_can_be_worked_again(backend):
+    # A turn whose end record did not land takes back the record written beside it; another
+    # turn's record, or none, is left as it is.
+    here, there = CompletionLedger(await backend.store("node-a")), CompletionLedger(await backend.store("node-b"))
+    await here.mark_worked("alice", "t1", "turn-1")
+    assert await there.withdraw("alice", "t1", "turn-2") is False  # not its record
+    assert (await here.worked("alice", "t1")).turn_id == "turn-1"
+    assert await there.withdraw("alice", "t1", "turn-1") is True
+    assert await here.worked("alice", "t1") is None and await there.worked("alice", "t1") is None
+    assert await there.withdraw("alice", "t1", "turn-1") is False  # nothing left to take back
+    assert await here.mark_worked("alice", "t1", "turn-3") is True  # the redelivery's turn records it
+    assert (await there.worked("alice", "t1")).turn_id == "turn-3"
+
+
 async def test_a_record_without_a_reason_reads_as_worked_by_running_and_keeps_a_given_one(backend):
     ledger = CompletionLedger(await backend.store())
     ran = await ledger.record_worked("alice", "t1", "turn-1")

@@ -5,6 +5,7 @@ with the real turn engine, a real model endpoint that counts its calls, on the m
 on a real nats-server."""
 from __future__ import annotations
 
+import asyncio
 import threading
 
 import pytest
@@ -23,10 +24,12 @@ from tests.seats.tooling import openai_calls, tool_company
 pytestmark = pytest.mark.timeout(90)
 
 
-async def real_rig(backend, endpoint, *, raise_on: str = "", unreachable_once: str = "", alice: dict | None = None):
+async def real_rig(backend, endpoint, *, raise_on: str = "", unreachable_once: str = "", alice: dict | None = None,
+                   hold: tuple[str, asyncio.Event] | None = None):
     """A seat runtime whose turns are the real engine's, against the test's model endpoint.
     `raise_on`: every publish of that event type raises; `unreachable_once`: the first one
-    raises `Unreachable`, as a publish the broker did not acknowledge while a member was gone."""
+    raises `Unreachable`, as a publish the broker did not acknowledge while a member was gone;
+    `hold`: (type, gate) -- a publish of that type waits for the gate, as a broker slow to ack."""
     company = tool_company([{"name": "main", "kind": "openai", "base_url": endpoint.base_url, "model": "m",
                              "api_key": "${LLM_KEY}", "max_retries": 0}], [], alice=alice)
     coord = LocalCoord()
@@ -40,6 +43,8 @@ async def real_rig(backend, endpoint, *, raise_on: str = "", unreachable_once: s
         if event.type == unreachable_once and event.type not in failed_over:
             failed_over.add(event.type)
             raise Unreachable(f"jetstream: publish to crewlet.events.{event.type} was not acknowledged within 10s")
+        if hold is not None and event.type == hold[0]:
+            await hold[1].wait()
         await rig.runtime.publish(event)
 
     rig.runtime.turns = TurnEngine(node_id="node-a", publish=publish, memory=ConversationMemory(coord))
@@ -94,6 +99,41 @@ async def test_a_turn_whose_record_the_broker_did_not_take_runs_again_and_is_not
     assert rig.published.of("turn_trigger_skipped") == []
     record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
     assert (record.reason, record.turn_id) == ("", done.get("turn_id"))
+
+
+async def test_a_completed_turns_trigger_is_recorded_worked_while_its_end_record_is_still_on_its_way(backend, endpoint, rigs):
+    """The ledger record goes out beside the turn's end record, not after its ack: a node that
+    dies once the end record landed has no store round trip left in which to die with the
+    trigger unrecorded (its redelivery would be a second turn)."""
+    landed = asyncio.Event()
+    rig = await real_rig(backend, endpoint, hold=("agent_turn_completed", landed))
+    rigs.append(rig)
+    m1 = mail("please fix the build", key="slack:C9:1.1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    ledger = CompletionLedger(rig.node.coord)
+    record = await eventually(lambda: ledger.worked("alice", str(m1.id)), message="the ledger record beside the end record")
+    assert rig.published.of("agent_turn_completed") == []  # the end record is still on its way
+    assert await rig.pending() == 1  # and the mail is not acked before it lands
+    landed.set()
+    [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the end record")
+    assert record.turn_id == done.get("turn_id") and record.reason == ""
+    await settled(rig)
+
+
+async def test_a_turn_whose_end_record_raised_withdraws_its_worked_record_and_is_abandoned(backend, endpoint, rigs):
+    """The end record's publish raised after the ledger record was begun beside it: the worked
+    record is withdrawn and the trigger recorded abandoned, as a turn that raises is."""
+    rig = await real_rig(backend, endpoint, raise_on="agent_turn_completed")
+    rigs.append(rig)
+    m1 = mail("please fix the build", key="slack:C9:1.1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment")
+    assert (skip.get("trigger_id"), skip.get("reason"), skip.get("abandoned")) == (str(m1.id), ABANDONED["raised"], True)
+    await settled(rig)
+    record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
+    assert (record.reason, record.turn_id) == ("abandoned", skip.get("turn_id"))
 
 
 async def test_a_turn_whose_opening_record_the_broker_did_not_take_pays_no_model_call_and_runs_again(backend, endpoint, rigs):
