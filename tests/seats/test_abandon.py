@@ -66,20 +66,23 @@ async def settled(rig) -> None:
     await eventually(empty, message="the inbox to be acked empty")
 
 
-async def test_a_turn_that_raises_is_run_once_and_recorded_abandoned(backend, endpoint, rigs):
-    rig = await real_rig(backend, endpoint, raise_on="agent_phase_completed")
+# The end record raising comes after its ledger record was begun beside it: that worked record
+# is withdrawn, and the trigger is recorded abandoned as any turn that raises is.
+@pytest.mark.parametrize("raising", ["agent_phase_completed", "agent_turn_completed"], ids=["phase-record", "end-record"])
+async def test_a_turn_that_raises_is_run_once_and_recorded_abandoned(backend, endpoint, rigs, raising):
+    rig = await real_rig(backend, endpoint, raise_on=raising)
     rigs.append(rig)
     m1 = mail("please fix the build", key="slack:C9:1.1")
     await rig.publish(m1)
     await rig.runtime.on_seat_acquired("alice", None)
     [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment")
     assert (skip.get("trigger_id"), skip.get("reason"), skip.get("abandoned")) == (str(m1.id), ABANDONED["raised"], True)
-    assert "the broker refused agent_phase_completed" in skip.get("detail")
+    assert f"the broker refused {raising}" in skip.get("detail")
     await settled(rig)
     # a NAK would bring it back after 1 s, then 2 s: nothing comes
     await throughout(lambda: len(endpoint.requests) == 1, window=4.0, message="the raising turn ran again")
     record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
-    assert record.reason == "abandoned"
+    assert (record.reason, record.turn_id) == ("abandoned", skip.get("turn_id"))
 
 
 async def test_a_turn_whose_record_the_broker_did_not_take_runs_again_and_is_not_abandoned(backend, endpoint, rigs):
@@ -119,21 +122,6 @@ async def test_a_completed_turns_trigger_is_recorded_worked_while_its_end_record
     [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the end record")
     assert record.turn_id == done.get("turn_id") and record.reason == ""
     await settled(rig)
-
-
-async def test_a_turn_whose_end_record_raised_withdraws_its_worked_record_and_is_abandoned(backend, endpoint, rigs):
-    """The end record's publish raised after the ledger record was begun beside it: the worked
-    record is withdrawn and the trigger recorded abandoned, as a turn that raises is."""
-    rig = await real_rig(backend, endpoint, raise_on="agent_turn_completed")
-    rigs.append(rig)
-    m1 = mail("please fix the build", key="slack:C9:1.1")
-    await rig.publish(m1)
-    await rig.runtime.on_seat_acquired("alice", None)
-    [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment")
-    assert (skip.get("trigger_id"), skip.get("reason"), skip.get("abandoned")) == (str(m1.id), ABANDONED["raised"], True)
-    await settled(rig)
-    record = await CompletionLedger(rig.node.coord).worked("alice", str(m1.id))
-    assert (record.reason, record.turn_id) == ("abandoned", skip.get("turn_id"))
 
 
 async def test_a_turn_whose_opening_record_the_broker_did_not_take_pays_no_model_call_and_runs_again(backend, endpoint, rigs):
