@@ -74,8 +74,8 @@ STORE_RETRY_SECONDS = 1.0  # a store that did not answer is asked again after th
 STORE_RETRY_MAX_SECONDS = 15.0  # doubling on each failure in a row up to this: a DEFER costs a delivery
 EXCLUSIVE_RECHECK_SECONDS = 0.25  # a host deferred for want of an exclusive lease looks again this often
 # A ledger record is asked again this long: a client fails over to another server of its URL
-# list within a reconnect or two (a second apart, each attempt 2 s), well inside the one-minute
-# ack window the delivery is held under meanwhile.
+# list within a reconnect or two (a second apart, each attempt 2 s). A worked turn's mail is
+# acked meanwhile; an abandoned one's waits, well inside its one-minute ack window.
 LEDGER_RETRY_SECONDS = 15.0
 # turn_trigger_skipped's reason phrases, matched exactly by readers
 SKIP_WORKED = "already worked"
@@ -357,11 +357,12 @@ class SeatHost:
                 answered = await self._answer_ask(request, result)
                 if answered is not None:
                     return answered
+            # The ack does not wait for the ledger record: the record covers an ack that never
+            # lands, and a store slow to answer (a member electing a leader) would hold the ack
+            # for the whole retry while a node that died meanwhile hands the mail to a second turn.
             recording = self._recording.pop(request.turn_id, None)
-            if recording is not None:
-                await recording[0]
-            else:
-                await self._record_worked(request, getattr(result, "shown_waiting", ()))
+            self._beside(recording[0] if recording is not None
+                         else self._record_worked(request, getattr(result, "shown_waiting", ())))
             return Outcome.ACK
         error = getattr(result, "error", "") or outcome
         self.last_error = {"turn_id": request.turn_id, "at": _now_iso(), "outcome": outcome, "error": error}

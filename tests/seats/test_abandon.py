@@ -10,7 +10,7 @@ import threading
 
 import pytest
 
-from engine.coord.ledger import CompletionLedger
+from engine.coord.ledger import LEDGER_BUCKET, CompletionLedger
 from engine.coord.local import LocalCoord
 from engine.queue.contract import Unreachable
 from seats.host import ABANDONED, SKIP_ANSWERED
@@ -25,14 +25,14 @@ pytestmark = pytest.mark.timeout(90)
 
 
 async def real_rig(backend, endpoint, *, raise_on: str = "", unreachable_once: str = "", alice: dict | None = None,
-                   hold: tuple[str, asyncio.Event] | None = None):
+                   hold: tuple[str, asyncio.Event] | None = None, coord: LocalCoord | None = None):
     """A seat runtime whose turns are the real engine's, against the test's model endpoint.
     `raise_on`: every publish of that event type raises; `unreachable_once`: the first one
     raises `Unreachable`, as a publish the broker did not acknowledge while a member was gone;
     `hold`: (type, gate) -- a publish of that type waits for the gate, as a broker slow to ack."""
     company = tool_company([{"name": "main", "kind": "openai", "base_url": endpoint.base_url, "model": "m",
                              "api_key": "${LLM_KEY}", "max_retries": 0}], [], alice=alice)
-    coord = LocalCoord()
+    coord = coord or LocalCoord()
     rig = await make_rig(backend, the_company=company, coord=coord)
 
     failed_over: set[str] = set()
@@ -122,6 +122,38 @@ async def test_a_completed_turns_trigger_is_recorded_worked_while_its_end_record
     [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the end record")
     assert record.turn_id == done.get("turn_id") and record.reason == ""
     await settled(rig)
+
+
+class SlowLedger(LocalCoord):
+    """The coordination twin whose ledger writes wait for `answers` (a store electing a leader)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.answers = asyncio.Event()
+
+    async def create(self, bucket, key, value, ttl=None):
+        if bucket == LEDGER_BUCKET:
+            await self.answers.wait()
+        return await super().create(bucket, key, value, ttl)
+
+
+async def test_a_worked_turns_mail_is_acked_without_waiting_for_a_slow_ledger_write(backend, endpoint, rigs):
+    """The ack does not wait for the ledger record: a store slow to answer would hold the mail
+    unacked for the whole retry, and a node that died meanwhile would hand it to a second turn.
+    The record still lands once the store answers."""
+    coord = SlowLedger()
+    rig = await real_rig(backend, endpoint, coord=coord)
+    rigs.append(rig)
+    m1 = mail("please fix the build", key="slack:C9:1.1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the turn completed")
+    await settled(rig)  # acked while the ledger write waits
+    ledger = CompletionLedger(rig.node.coord)
+    assert await ledger.worked("alice", str(m1.id)) is None
+    coord.answers.set()
+    record = await eventually(lambda: ledger.worked("alice", str(m1.id)), message="the ledger record once the store answered")
+    assert record.turn_id == done.get("turn_id")
 
 
 async def test_a_turn_whose_opening_record_the_broker_did_not_take_pays_no_model_call_and_runs_again(backend, endpoint, rigs):
