@@ -422,6 +422,7 @@ async def test_an_asks_answer_goes_out_as_soon_as_the_final_response_is_known_no
     sent: list[str] = []
     records_held = asyncio.Event()
     answered: list[tuple[str, list[str]]] = []
+    answering = asyncio.Event()
 
     async def publish(event: Event) -> None:
         if event.type in ("agent_phase_completed", "agent_turn_completed"):
@@ -430,13 +431,13 @@ async def test_an_asks_answer_goes_out_as_soon_as_the_final_response_is_known_no
 
     async def answer(response: str) -> str:
         answered.append((response, list(sent)))
+        answering.set()
         return "answered"
 
     trigger = slack_message()
     running = asyncio.ensure_future(TurnEngine(node_id="node-a", publish=publish).run(
         request_for(company, trigger, answer=answer)))
-    while not answered:
-        await asyncio.sleep(0)
+    await asyncio.wait_for(answering.wait(), 10)  # a deadline, not a measurement
     [(response, before)] = answered
     assert response == f"alice (engineer) is on {trigger.summary()}"
     assert "agent_phase_completed" not in before and "agent_turn_completed" not in before
