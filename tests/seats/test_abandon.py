@@ -59,6 +59,14 @@ async def rigs():
         await rig.runtime.stop(cut=True)
 
 
+async def one_mail_hosted(rig):
+    """One message on alice's inbox, then her seat hosted: the turn that works it begins."""
+    m1 = mail("please fix the build", key="slack:C9:1.1")
+    await rig.publish(m1)
+    await rig.runtime.on_seat_acquired("alice", None)
+    return m1
+
+
 async def settled(rig) -> None:
     async def empty():
         return await rig.pending() == 0
@@ -72,9 +80,7 @@ async def settled(rig) -> None:
 async def test_a_turn_that_raises_is_run_once_and_recorded_abandoned(backend, endpoint, rigs, raising):
     rig = await real_rig(backend, endpoint, raise_on=raising)
     rigs.append(rig)
-    m1 = mail("please fix the build", key="slack:C9:1.1")
-    await rig.publish(m1)
-    await rig.runtime.on_seat_acquired("alice", None)
+    m1 = await one_mail_hosted(rig)
     [skip] = await eventually(lambda: rig.published.of("turn_trigger_skipped"), message="the abandonment")
     assert (skip.get("trigger_id"), skip.get("reason"), skip.get("abandoned")) == (str(m1.id), ABANDONED["raised"], True)
     assert f"the broker refused {raising}" in skip.get("detail")
@@ -92,9 +98,7 @@ async def test_a_turn_whose_record_the_broker_did_not_take_runs_again_and_is_not
     acknowledged task would be dropped (issue 15's chaos run lost three so)."""
     rig = await real_rig(backend, endpoint, unreachable_once="agent_turn_completed")
     rigs.append(rig)
-    m1 = mail("please fix the build", key="slack:C9:1.1")
-    await rig.publish(m1)
-    await rig.runtime.on_seat_acquired("alice", None)
+    m1 = await one_mail_hosted(rig)
     [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the turn completed on its redelivery")
     assert (done.get("outcome"), done.get("trigger_ids")) == ("completed", [str(m1.id)])
     await settled(rig)
@@ -111,9 +115,7 @@ async def test_a_completed_turns_trigger_is_recorded_worked_while_its_end_record
     landed = asyncio.Event()
     rig = await real_rig(backend, endpoint, hold=("agent_turn_completed", landed))
     rigs.append(rig)
-    m1 = mail("please fix the build", key="slack:C9:1.1")
-    await rig.publish(m1)
-    await rig.runtime.on_seat_acquired("alice", None)
+    m1 = await one_mail_hosted(rig)
     ledger = CompletionLedger(rig.node.coord)
     record = await eventually(lambda: ledger.worked("alice", str(m1.id)), message="the ledger record beside the end record")
     assert rig.published.of("agent_turn_completed") == []  # the end record is still on its way
@@ -144,9 +146,7 @@ async def test_a_worked_turns_mail_is_acked_without_waiting_for_a_slow_ledger_wr
     coord = SlowLedger()
     rig = await real_rig(backend, endpoint, coord=coord)
     rigs.append(rig)
-    m1 = mail("please fix the build", key="slack:C9:1.1")
-    await rig.publish(m1)
-    await rig.runtime.on_seat_acquired("alice", None)
+    m1 = await one_mail_hosted(rig)
     [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the turn completed")
     await settled(rig)  # acked while the ledger write waits
     ledger = CompletionLedger(rig.node.coord)
@@ -161,9 +161,7 @@ async def test_a_turn_whose_opening_record_the_broker_did_not_take_pays_no_model
     did not take ends the turn before the model is asked, and the mail runs again."""
     rig = await real_rig(backend, endpoint, unreachable_once="agent_turn_started")
     rigs.append(rig)
-    m1 = mail("please fix the build", key="slack:C9:1.1")
-    await rig.publish(m1)
-    await rig.runtime.on_seat_acquired("alice", None)
+    m1 = await one_mail_hosted(rig)
     [done] = await eventually(lambda: rig.published.of("agent_turn_completed"), message="the turn completed on its redelivery")
     assert (done.get("outcome"), done.get("trigger_ids")) == ("completed", [str(m1.id)])
     await settled(rig)
