@@ -207,7 +207,10 @@ async def until(predicate, *signals: asyncio.Event) -> None:
     while not predicate():
         for signal in signals:
             signal.clear()
-        await asyncio.wait([asyncio.ensure_future(s.wait()) for s in signals], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        waiting = [asyncio.ensure_future(s.wait()) for s in signals]
+        await asyncio.wait(waiting, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        for waiter in waiting:
+            waiter.cancel()
 
 
 STEPS = ("the ask: channel written, wake acknowledged", "bob's host: fetch, ledger read, turn set up",
