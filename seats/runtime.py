@@ -67,6 +67,7 @@ class SeatRuntime:
         self.hosts: dict[str, SeatHost] = {}
         self.stopping = False
         self._admitting: dict[str, asyncio.Task] = {}
+        self._lifecycle: dict[str, asyncio.Lock] = {}
         self._watch: list = []
         self._poll: asyncio.Task | None = None
         self._pause_heard = asyncio.Event()  # a pause event arrived: the backstop's period starts again
@@ -115,38 +116,55 @@ class SeatRuntime:
                 log.exception("seat_revision_apply_failed", extra={"seat": host.handle})
 
     async def on_seat_acquired(self, handle: str, lease: Lease | None) -> None:
-        """Host the seat once its lease is proven exclusive."""
+        """Host the seat once its lease is proven exclusive, and once the seat's previous host on
+        this node has finished letting go (a lease lost and taken again at the next sweep)."""
         if self.stopping:
             return
-        await self._drop(handle)
-        if lease is None or lease.is_exclusive(self.clock()):
-            await self._start_host(handle, lease)
-            return
-        self._admitting[handle] = asyncio.create_task(self._admit(handle, lease), name=f"seat-admit:{handle}")
+        async with self._turn_of(handle):
+            await self._drop(handle)
+            if self.stopping:
+                return
+            if (lease is None or lease.is_exclusive(self.clock())) and await self._start_host(handle, lease):
+                return
+            if lease is not None:
+                self._admitting[handle] = asyncio.create_task(self._admit(handle, lease), name=f"seat-admit:{handle}")
 
     async def on_seat_released(self, handle: str, lease: Lease | None, reason: str) -> None:
         """Stop hosting at once: what the host holds goes back at the head (a detach)."""
         log.info("seat_host_releasing", extra={"seat": handle, "reason": reason})
-        await self._drop(handle)
+        async with self._turn_of(handle):
+            await self._drop(handle)
 
     # -- hosts -----------------------------------------------------------------------------
-    async def _admit(self, handle: str, lease: Lease | None) -> None:
-        """Renew until the lease proves exclusive (then host the seat), or is lost."""
+    def _turn_of(self, handle: str) -> asyncio.Lock:
+        """One seat's hosts start and stop one at a time: a host attaches the seat's inbox and
+        control mailbox only after the one before it detached them and lifted its holds."""
+        lock = self._lifecycle.get(handle)
+        if lock is None:
+            lock = self._lifecycle[handle] = asyncio.Lock()
+        return lock
+
+    async def _admit(self, handle: str, lease: Lease) -> None:
+        """Renew until the lease proves exclusive, then host the seat; a host that fails to start
+        (the broker did not answer its subscribe) is started again while the lease is held."""
         leases = self.node.leases
         try:
             while not self.stopping and not lease.lost and not lease.released:
                 with contextlib.suppress(Exception):
                     await leases.renew(lease)
                 if lease.is_exclusive(self.clock()):
-                    await self._start_host(handle, lease)
-                    return
+                    async with self._turn_of(handle):
+                        if self.stopping or lease.lost or lease.released:
+                            break
+                        if await self._start_host(handle, lease):
+                            return
                 await asyncio.sleep(max(leases.renew_interval / 4, 0.05))
             log.warning("seat_not_admitted", extra={"seat": handle, "epoch": lease.epoch})
         finally:
             if self._admitting.get(handle) is asyncio.current_task():
                 del self._admitting[handle]
 
-    async def _start_host(self, handle: str, lease: Lease | None) -> None:
+    async def _start_host(self, handle: str, lease: Lease | None) -> bool:
         try:
             pause = await self.pauses.get(handle)
         except Exception as exc:  # the poll corrects it once the store answers
@@ -157,11 +175,13 @@ class SeatRuntime:
         self.hosts[handle] = host
         try:
             await host.start(pause)
-        except Exception:
+        except Exception as exc:
             self.hosts.pop(handle, None)
-            log.exception("seat_host_start_failed", extra={"seat": handle})
+            log.warning("seat_host_start_failed", extra={"seat": handle, "error": str(exc)})
             with contextlib.suppress(Exception):
                 await host.stop(finish=False)
+            return False
+        return True
 
     async def _drop(self, handle: str) -> None:
         task = self._admitting.pop(handle, None)

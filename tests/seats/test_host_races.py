@@ -15,6 +15,7 @@ import asyncio
 
 import pytest
 
+from engine.queue import topics
 from seats.holds import HOLD_NO_PROVIDER, HOLD_PAUSED
 from seats.pauses import pause_seat, resume_seat
 from tests.queue.waiting import eventually, throughout
@@ -122,3 +123,46 @@ async def _alice_waits_for_bobs_slot(rig):
 
 async def _count(awaitable, n: int) -> bool:
     return await awaitable == n
+
+
+async def test_a_seat_taken_again_while_its_last_host_is_still_letting_go_is_hosted_and_works_its_mail(backend):
+    # A node whose lease lapsed (a stall, a store election) takes the seat again at its next
+    # sweep, while the host it had is still detaching: the lost lease and the new acquisition
+    # reach the runtime together. The new host attaches once the old one has let go, so the
+    # seat is hosted and its mail is worked, not held by a node with no host attached.
+    rig = await make_rig(backend)
+    try:
+        await rig.runtime.on_seat_acquired("alice", None)
+        first = rig.host()
+        await asyncio.gather(rig.runtime.on_seat_released("alice", None, "lease lost"),
+                             rig.runtime.on_seat_acquired("alice", None))
+        assert rig.host() is not first and first.stopping
+        await rig.publish(mail("after the handover"))
+        await eventually(lambda: rig.turns.outcomes == ["completed"], message="the mail to be worked by the new host")
+        assert rig.turns.turns_of() == [["after the handover"]]
+    finally:
+        await rig.runtime.stop(cut=True)
+
+
+async def test_a_host_that_could_not_attach_is_started_again_while_the_seat_is_held(backend):
+    # The seat's control mailbox is still attached here when the lease is taken (as a host
+    # that has not yet let go would hold it): the first start is refused by the queue. The node
+    # still holds the lease, so the runtime starts the host again once the mailbox is free,
+    # rather than holding a seat that nobody works.
+    rig = await make_rig(backend)
+    control, group = topics.agent_control("alice"), topics.control_group("alice")
+
+    async def elsewhere(event) -> None:
+        return None
+
+    try:
+        await rig.queue.subscribe(control, group, elsewhere)
+        lease = await rig.node.leases.acquire("seat:alice")
+        await rig.runtime.on_seat_acquired("alice", lease)
+        assert "alice" not in rig.runtime.hosts and "alice" in rig.runtime._admitting
+        await rig.queue.detach(control, group)
+        await rig.publish(mail("once attached"))
+        await eventually(lambda: rig.turns.outcomes == ["completed"], timeout=20,
+                         message="the host to be started again and work the mail")
+    finally:
+        await rig.runtime.stop(cut=True)
