@@ -40,7 +40,7 @@ from seats import queries as seats_queries
 from seats.errors import SeatRefused
 from events import categories
 from events.fleet import absent_detail
-from events.queries import EventQueryError, find_trace
+from events.queries import EventQueryError
 
 log = logging.getLogger("dashboard.views")
 
@@ -140,13 +140,15 @@ async def trace_search(request: HttpRequest) -> HttpResponse:
     if not text:
         return HttpResponseRedirect(reverse("dashboard:events"))
     try:
-        match = await run_read(find_trace, text)
+        found = await history_of(node_in(request.scope)).find_trace(text)
     except EventQueryError as exc:
         log.info("dashboard_bad_input", extra={"param": "q", "detail": exc.detail})
         return _page(request, "dashboard/trace_search.html", "trace", query=text, refused=exc.detail, status=422)
+    match, coverage = found["match"], found["coverage"]
     if match.trace_id:
         return HttpResponseRedirect(reverse("dashboard:trace", args=[match.trace_id]))
     return _page(request, "dashboard/trace_search.html", "trace", query=text, candidates=match.candidates,
+                 unanswered=[n["id"] for n in coverage["nodes"] if not n["answered"]],
                  status=200 if match.candidates else 404)
 
 

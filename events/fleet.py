@@ -164,6 +164,14 @@ class FleetReads:
         items, cut = merge.merge_trace(answers.parts)
         return {"trace_id": trace_id, "items": items, "cut": cut, "coverage": answers.coverage.to_dict()}
 
+    async def find_trace(self, text: Any) -> dict[str, Any]:
+        """The trace the dashboard's trace box names, looked for on every node (a trace, an event
+        or a task stored on a peer is found as one stored here): `{match, coverage}`, `match` an
+        events.queries.TraceMatch. EventQueryError naming `q`, before anyone is asked, for text
+        that can name nothing."""
+        answers = await self.ask("find", {"q": queries.check_find_text(text)})
+        return {"match": merge.found_trace(answers.parts), "coverage": answers.coverage.to_dict()}
+
     async def seed(self, *, handles: list[str], move_types: list[str], pause_types: list[str], until: datetime,
                    turns_since: datetime, feed_size: int, seat_replay: int) -> dict[str, Any]:
         """What the live projection starts from, over the fleet: the feed (newest first), each

@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any, Iterable
 
 from events.envelope import parse_timestamp
-from events.queries import encode_cursor
+from events.queries import MAX_CANDIDATES, TraceMatch, encode_cursor
 
 Position = tuple[datetime, uuid.UUID]
 
@@ -100,3 +100,24 @@ def add_named(totals: dict[tuple[int, str], list[int]], named: dict[str, tuple[i
         slot[0] += 1
         slot[1] += tokens
     return [(m, a, n, t) for (m, a), (n, t) in sorted(totals.items())]
+
+
+FOUND_BY = ("trace", "event", "task")  # what a node's find answer names its trace by, surest first
+
+
+def found_trace(parts: list[dict[str, Any]]) -> TraceMatch:
+    """The trace box's match over every node's `find` answer: a trace, an event or a task one
+    node holds names its trace (a task by the node holding its own task_assigned, when one
+    does); otherwise a prefix names the one trace it begins on any node, or lists the traces it
+    begins across the fleet (the first MAX_CANDIDATES, in order)."""
+    for via in FOUND_BY:
+        named = [p for p in parts if p.get("via") == via and p.get("trace_id")]
+        if named:
+            best = max(named, key=lambda p: bool(p.get("assigned")))
+            return TraceMatch(best["trace_id"], via, assigned=bool(best.get("assigned")))
+    prefix = any(p.get("via") == "prefix" for p in parts)
+    begun = sorted({*(p["trace_id"] for p in parts if p.get("trace_id")),
+                    *(c for p in parts for c in p.get("candidates") or ())})
+    if len(begun) == 1:
+        return TraceMatch(begun[0], "prefix")
+    return TraceMatch(None, "prefix" if prefix else "", tuple(begun[:MAX_CANDIDATES]))

@@ -361,6 +361,7 @@ class TraceMatch:
     trace_id: str | None
     via: str = ""
     candidates: tuple[str, ...] = ()
+    assigned: bool = False  # via `task`: the trace is the one its own task_assigned names
 
 
 def find_trace(text: Any, *, using: str = DEFAULT_DB_ALIAS) -> TraceMatch:
@@ -370,12 +371,8 @@ def find_trace(text: Any, *, using: str = DEFAULT_DB_ALIAS) -> TraceMatch:
     of an index: a prefix is a range on the trace index (`>= prefix AND < prefix + 'g'`, which
     bounds every hex continuation), never a LIKE scan. EventQueryError naming `q` for text that
     can be none of these."""
-    if not isinstance(text, str) or not text.strip():
-        raise EventQueryError("q", "paste a trace id (full or its first characters), an event id or a task id")
-    given = text.strip().lower()
+    given = check_find_text(text)
     compact = given.replace("-", "")
-    if not _HEX.match(compact) or len(compact) > 32:
-        raise EventQueryError("q", f"expected a trace id, an event id or a task id (hex, with or without dashes), got {text.strip()[:80]!r}")
     if len(compact) == 32 and _trace_exists(compact, using):
         return TraceMatch(compact, "trace")
     if len(compact) == 32:
@@ -390,13 +387,26 @@ def find_trace(text: Any, *, using: str = DEFAULT_DB_ALIAS) -> TraceMatch:
                       "AND NOT (task_id = '') AND trace_id != '' LIMIT %s", [task, given, MAX_TASK_ROWS], using)
         if not rows:
             return TraceMatch(None)
-        return TraceMatch(min(rows, key=lambda r: (r[0] != "task_assigned", str(r[1])))[2], "task")
-    if "-" in given or len(compact) < MIN_TRACE_PREFIX:
-        raise EventQueryError("q", f"a short trace id needs at least {MIN_TRACE_PREFIX} characters; an event or task id all 36")
+        first = min(rows, key=lambda r: (r[0] != "task_assigned", str(r[1])))
+        return TraceMatch(first[2], "task", assigned=first[0] == "task_assigned")
     candidates = _trace_prefix(compact, using)
     if len(candidates) == 1:
         return TraceMatch(candidates[0], "prefix")
     return TraceMatch(None, "prefix", tuple(candidates))
+
+
+def check_find_text(text: Any) -> str:
+    """The trace box's text, trimmed and lower-cased, when it can name a trace (`find_trace`);
+    EventQueryError naming `q` otherwise. Checked before a question travels to the fleet."""
+    if not isinstance(text, str) or not text.strip():
+        raise EventQueryError("q", "paste a trace id (full or its first characters), an event id or a task id")
+    given = text.strip().lower()
+    compact = given.replace("-", "")
+    if not _HEX.match(compact) or len(compact) > 32:
+        raise EventQueryError("q", f"expected a trace id, an event id or a task id (hex, with or without dashes), got {text.strip()[:80]!r}")
+    if len(compact) < 32 and ("-" in given or len(compact) < MIN_TRACE_PREFIX):
+        raise EventQueryError("q", f"a short trace id needs at least {MIN_TRACE_PREFIX} characters; an event or task id all 36")
+    return given
 
 
 def _trace_exists(trace_id: str, using: str) -> bool:

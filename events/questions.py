@@ -19,8 +19,9 @@ and says `more`; a trace its middle and says how many in `cut`; the projection's
 oldest feed and seat rows. One event too large to carry is refused by name.
 
 The questions: `events_page`, `event`, `trace` (the REST routes' and the dashboard's),
-`seed` (the live projection's start) and `kept` (which named rows of an unsettled custody
-batch a node keeps: events.custody).
+`seed` (the live projection's start), `kept` (which named rows of an unsettled custody
+batch a node keeps: events.custody) and `find` (the trace the dashboard's trace box names:
+a node that predates it refuses it as unknown, and the asker names that node in the coverage).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from events.errors import EventError
 from events.retention import floor_at
 
 PROTOCOL_VERSION = 1
-QUESTIONS = ("events_page", "event", "trace", "seed", "kept")
+QUESTIONS = ("events_page", "event", "trace", "seed", "kept", "find")
 MiB = 1024 * 1024
 # 7 MiB: under the 8 MiB every server carries for the engine (seed 002, "The largest message
 # every server must carry"), with room for the envelope around the rows.
@@ -154,8 +155,16 @@ def _kept(args: dict[str, Any], floor: datetime, using: str) -> dict[str, Any]:
     return {"ids": custody.kept_ids([str(i) for i in args.get("ids") or []], using=using)}
 
 
+def _find(args: dict[str, Any], floor: datetime, using: str) -> dict[str, Any]:
+    """What this store says the trace box's text names (events.queries.find_trace). Not floored:
+    it names a trace; the trace page that opens reads it floored."""
+    match = queries.find_trace(args.get("q"), using=using)
+    return {"trace_id": match.trace_id, "via": match.via, "candidates": list(match.candidates),
+            "assigned": match.assigned}
+
+
 _READERS: dict[str, Callable[[dict[str, Any], datetime, str], dict[str, Any]]] = {
-    "events_page": _page, "event": _event, "trace": _trace, "seed": _seed, "kept": _kept,
+    "events_page": _page, "event": _event, "trace": _trace, "seed": _seed, "kept": _kept, "find": _find,
 }
 
 

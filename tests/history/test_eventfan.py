@@ -14,6 +14,7 @@ import pytest
 
 from engine.queue import topics
 from events import questions as answers
+from events.queries import EventQueryError
 from events.questions import PROTOCOL_VERSION, Question, answer_bytes
 from events.store import write_events
 from events.tracing import new_trace_id
@@ -101,6 +102,46 @@ async def test_a_trace_and_an_event_are_read_from_whichever_node_holds_them(flee
     assert found["item"]["id"] == str(only_on_c.id) and found["coverage"]["complete"]
     absent = await reads.get_event(str(uuid.uuid4()))
     assert absent["item"] is None and absent["coverage"]["complete"]
+
+
+async def test_the_trace_box_finds_a_trace_an_event_or_a_task_held_only_by_another_node(fleet):
+    # The dashboard's trace box asks the fleet: what a peer stored (a turn run there, a task
+    # assigned through its API) is found from any node's dashboard.
+    task_id, on_b, on_c = str(uuid.uuid4()), "b0" + new_trace_id()[2:], "c0" + new_trace_id()[2:]
+    task = make_event("task_assigned", at=at(1), agent_id="id-ada", task="write it", task_id=task_id, trace_id=on_b)
+    turn = make_event("agent_turn_completed", at=at(2), agent_id="id-ada", task_id=task_id, trace_id=on_b)
+    shared = "ab12cd34"
+    one, two = shared + "0" * 24, shared + "f" * 24
+    await stored(write_events, [task], using="peer1")
+    await stored(write_events, [turn, make_event("org_started", at=at(3), trace_id=on_c)], using="peer2")
+    await stored(write_events, [make_event("org_started", at=at(4), trace_id=one)], using="default")
+    await stored(write_events, [make_event("org_started", at=at(5), trace_id=two)], using="peer1")
+    reads = await three_nodes(fleet)
+
+    async def found(text: str) -> tuple:
+        answer = await reads.find_trace(text)
+        assert answer["coverage"]["complete"]
+        match = answer["match"]
+        return match.trace_id, match.via, match.candidates
+
+    assert await found(on_b) == (on_b, "trace", ())
+    assert await found(str(turn.id)) == (on_b, "event", ())
+    assert await found(task_id) == (on_b, "task", ())
+    assert await found(on_c[:8]) == (on_c, "prefix", ())
+    assert await found(shared) == (None, "prefix", (one, two))  # begun on two nodes: both listed
+    assert await found(str(uuid.uuid4())) == (None, "", ())
+    with pytest.raises(EventQueryError) as refused:
+        await reads.find_trace("abc")
+    assert refused.value.field == "q"
+
+
+async def test_the_trace_box_names_the_nodes_it_could_not_ask(fleet):
+    trace_id = new_trace_id()
+    await stored(write_events, [make_event("org_started", at=at(1), trace_id=trace_id)], using="peer1")
+    reads = await fleet.asker("node-a", "default", ["node-a", "node-gone"])
+    answer = await reads.find_trace(trace_id)
+    assert answer["match"].trace_id is None
+    assert [(n["id"], n["answered"]) for n in answer["coverage"]["nodes"]] == [("node-a", True), ("node-gone", False)]
 
 
 async def test_a_node_that_does_not_answer_is_named_with_its_reason_and_history_partial_fires(fleet, caplog):

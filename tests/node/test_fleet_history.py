@@ -199,6 +199,12 @@ def test_a_live_node_that_does_not_answer_is_named_in_the_answer_and_on_the_dash
         expect(page.locator('.wf-row[data-kind="turn"]').first).to_be_visible()
         page.goto(f"{edge.base}/dashboard/events/")
         expect(page.locator("#coverage")).to_contain_text("node-seats")
+        # The trace box asks the fleet too: the edge keeps no rows, the data node holds the trace.
+        page.goto(f"{edge.base}/dashboard/traces/?q={trace_id[:8]}")
+        page.wait_for_url(f"{edge.base}/dashboard/traces/{trace_id}/")
+        page.goto(f"{edge.base}/dashboard/traces/?q=fedcba98")
+        expect(page.locator('[data-outcome="none"]')).to_contain_text("among the nodes that answered")
+        expect(page.locator('[data-outcome="partial"]')).to_contain_text("node-seats")
         context.close()
     finally:
         nodes["seats"].signal(signal.SIGCONT)
