@@ -123,7 +123,7 @@ class LiveProjection:
 
     # -- seeding --------------------------------------------------------------------------
     async def seed(self) -> None:
-        """The feed, each seat's state and the day's turns from this node's store, read up to
+        """The feed, each seat's state and the day's turns from the fleet's history, read up to
         the instant the subscription began (so nothing is counted twice); then the pauses."""
         writer = self.node.writer
         try:

@@ -6,13 +6,14 @@ route)"; seed 000, "Event Types": seat_paused / seat_resumed, task_assigned).
 The seat's live row comes from the projection; what the seats app knows of it (mailbox
 depth, holds, its pause record) from `seats.queries.get_seat`, the function `GET
 /seats/{handle}` calls, its open A2A channels from `a2a.queries.list_channels` (seed 000,
-"Ephemeral A2A channels"), and its history from `events.queries`: its turns as a list with each
-one's outcome, duration, tokens and trigger. Pause, resume and a task go through the functions
+"Ephemeral A2A channels"), and its history from every live node (`events.fleet`): its turns as
+a list with each one's outcome, duration, tokens and trigger. Pause, resume and a task go through the functions
 the `POST /seats/{handle}/pause|resume|tasks` routes call, with the signed-in user as the actor
 -- recorded by user name, and as the seat whose handle that name is, if there is one.
 """
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -23,8 +24,7 @@ from django.urls import reverse
 from a2a import queries as a2a
 from a2a.errors import A2ARefused
 from dashboard.node import DashboardNode
-from dashboard.reads import run_read
-from events.queries import events_page
+from dashboard.reads import history_of
 from seats import queries as seats
 from seats.errors import SeatRefused
 
@@ -45,10 +45,14 @@ class Done:
     answer: dict[str, Any] | None = None
 
 
-def _history(handle: str) -> tuple[list[dict], list[dict]]:
-    turns = events_page(types=["agent_turn_completed"], agent=handle, limit=RECENT_TURNS)["items"]
-    recent = events_page(agent=handle, limit=RECENT_EVENTS)["items"]
-    return [turn_row(t) for t in turns], recent
+async def _history(node: DashboardNode | None, handle: str) -> tuple[list[dict], list[dict], list[str]]:
+    """The seat's last turns and events from every live node (a seat's turns are stored where
+    they ran, or kept by a data node), and the nodes that did not answer."""
+    reads = history_of(node)
+    turns, recent = await asyncio.gather(reads.events_page(types=["agent_turn_completed"], agent=handle, limit=RECENT_TURNS),
+                                         reads.events_page(agent=handle, limit=RECENT_EVENTS))
+    unanswered = sorted({n["id"] for page in (turns, recent) for n in page["coverage"]["nodes"] if not n["answered"]})
+    return [turn_row(t) for t in turns["items"]], recent["items"], unanswered
 
 
 def turn_row(item: dict[str, Any]) -> dict[str, Any]:
@@ -87,10 +91,10 @@ async def context(node: DashboardNode | None, handle: str) -> dict[str, Any] | N
             detail = await seats.get_seat(node, handle)
         except SeatRefused as exc:
             detail_error = exc.detail
-    turns, recent = await run_read(_history, handle)
+    turns, recent, unanswered = await _history(node, handle)
     channels, channels_error = await open_channels(node, handle) if row.get("kind") == "agent" else ([], None)
     return {"seat": row, "detail": detail, "detail_error": detail_error, "turns": turns, "recent": recent,
-            "channels": channels, "channels_error": channels_error,
+            "unanswered": unanswered, "channels": channels, "channels_error": channels_error,
             "handle": handle, "mailbox_depth": (detail or {}).get("mailbox_depth"), "holds": (detail or {}).get("holds") or []}
 
 

@@ -202,6 +202,11 @@ def test_a_live_node_that_does_not_answer_is_named_in_the_answer_and_on_the_dash
         # The trace box asks the fleet too: the edge keeps no rows, the data node holds the trace.
         page.goto(f"{edge.base}/dashboard/traces/?q={trace_id[:8]}")
         page.wait_for_url(f"{edge.base}/dashboard/traces/{trace_id}/")
+        # The seat page lists alice's turn, run on the seats node and kept by the data node.
+        page.goto(f"{edge.base}/dashboard/seats/alice/")
+        expect(page.locator("#seat-turns tbody tr[data-outcome]").first).to_be_visible()
+        expect(page.locator("#seat-events li[data-event-id]").first).to_be_visible()
+        expect(page.locator("#seat-coverage")).to_contain_text("node-seats")
         page.goto(f"{edge.base}/dashboard/traces/?q=fedcba98")
         expect(page.locator('[data-outcome="none"]')).to_contain_text("among the nodes that answered")
         expect(page.locator('[data-outcome="partial"]')).to_contain_text("node-seats")
