@@ -32,6 +32,7 @@ log = logging.getLogger("dashboard.seats")
 
 RECENT_TURNS = 10
 RECENT_EVENTS = 25
+FLUSH_SECONDS = 2.0  # at most what the fleet's answers are waited for (events.fleet)
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,11 @@ class Done:
 
 async def _history(node: DashboardNode | None, handle: str) -> tuple[list[dict], list[dict], list[str]]:
     """The seat's last turns and events from every live node (a seat's turns are stored where
-    they ran, or kept by a data node), and the nodes that did not answer."""
+    they ran, or kept by a data node), and the nodes that did not answer. This node's own
+    writes are flushed first, so the page a pause or a task redirects to lists its event."""
+    writer = node.writer if node is not None else None
+    if writer is not None:
+        await asyncio.to_thread(writer.flush, FLUSH_SECONDS)
     reads = history_of(node)
     turns, recent = await asyncio.gather(reads.events_page(types=["agent_turn_completed"], agent=handle, limit=RECENT_TURNS),
                                          reads.events_page(agent=handle, limit=RECENT_EVENTS))
