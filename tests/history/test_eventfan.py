@@ -108,8 +108,9 @@ async def test_the_trace_box_finds_a_trace_an_event_or_a_task_held_only_by_anoth
     # The dashboard's trace box asks the fleet: what a peer stored (a turn run there, a task
     # assigned through its API) is found from any node's dashboard.
     task_id, on_b, on_c = str(uuid.uuid4()), "b0" + new_trace_id()[2:], "c0" + new_trace_id()[2:]
+    rerun = "d0" + new_trace_id()[2:]  # a later turn on the task, under a trace of its own
     task = make_event("task_assigned", at=at(1), agent_id="id-ada", task="write it", task_id=task_id, trace_id=on_b)
-    turn = make_event("agent_turn_completed", at=at(2), agent_id="id-ada", task_id=task_id, trace_id=on_b)
+    turn = make_event("agent_turn_completed", at=at(2), agent_id="id-ada", task_id=task_id, trace_id=rerun)
     shared = "ab12cd34"
     one, two = shared + "0" * 24, shared + "f" * 24
     await stored(write_events, [task], using="peer1")
@@ -125,8 +126,8 @@ async def test_the_trace_box_finds_a_trace_an_event_or_a_task_held_only_by_anoth
         return match.trace_id, match.via, match.candidates
 
     assert await found(on_b) == (on_b, "trace", ())
-    assert await found(str(turn.id)) == (on_b, "event", ())
-    assert await found(task_id) == (on_b, "task", ())
+    assert await found(str(turn.id)) == (rerun, "event", ())
+    assert await found(task_id) == (on_b, "task", ())  # the trace its own task_assigned names, on another node
     assert await found(on_c[:8]) == (on_c, "prefix", ())
     assert await found(shared) == (None, "prefix", (one, two))  # begun on two nodes: both listed
     assert await found(str(uuid.uuid4())) == (None, "", ())
