@@ -179,6 +179,40 @@ def member_dial(node: NodeProcess) -> tuple[str, str]:
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
+def settled(url: str, token: str | None = None) -> bool:
+    """Whether every stream of the fleet's account (the event stream, the mailboxes, the
+    coordination store's buckets) and every consumer on it has a leader and every replica
+    caught up: a broker member lost and back is a fault over only once this holds. A node's
+    /ready asks its connections (a ping), not each replicated group's election."""
+    return asyncio.run(_settled(url, token))
+
+
+async def _settled(url: str, token: str | None) -> bool:
+    try:
+        nc = await nats.connect(servers=url.split(","), token=token, connect_timeout=5, allow_reconnect=False)
+    except Exception:
+        return False
+    try:
+        js = nc.jetstream(timeout=5)
+        for stream in await js.streams_info():
+            if not _group_settled(stream.cluster):
+                return False
+            for consumer in await js.consumers_info(stream.config.name):
+                if not _group_settled(consumer.cluster):
+                    return False
+        return True
+    except Exception:
+        return False
+    finally:
+        await nc.close()
+
+
+def _group_settled(cluster) -> bool:
+    if cluster is None:  # a single server: no election to wait for
+        return True
+    return bool(cluster.leader) and all(r.current and not r.offline for r in cluster.replicas or ())
+
+
 class StreamReader:
     """Reads CREWLET_EVENTS from one live member of the fleet's stream."""
 
