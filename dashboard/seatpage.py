@@ -7,9 +7,10 @@ The seat's live row comes from the projection; what the seats app knows of it (m
 depth, holds, its pause record) from `seats.queries.get_seat`, the function `GET
 /seats/{handle}` calls, its open A2A channels from `a2a.queries.list_channels` (seed 000,
 "Ephemeral A2A channels"), and its history from every live node (`events.fleet`): its turns as
-a list with each one's outcome, duration, tokens and trigger. Pause, resume and a task go through the functions
-the `POST /seats/{handle}/pause|resume|tasks` routes call, with the signed-in user as the actor
--- recorded by user name, and as the seat whose handle that name is, if there is one.
+a list with each one's outcome, duration, tokens and trigger. Pause, resume and a task go
+through the functions the `POST /seats/{handle}/pause|resume|tasks` routes call, with the
+signed-in user as the actor -- recorded by user name, and as the seat whose handle that name
+is, if there is one.
 """
 from __future__ import annotations
 
@@ -54,8 +55,9 @@ async def _history(node: DashboardNode | None, handle: str) -> tuple[list[dict],
     if writer is not None:
         await asyncio.to_thread(writer.flush, FLUSH_SECONDS)
     reads = history_of(node)
-    turns, recent = await asyncio.gather(reads.events_page(types=["agent_turn_completed"], agent=handle, limit=RECENT_TURNS),
-                                         reads.events_page(agent=handle, limit=RECENT_EVENTS))
+    turns, recent = await asyncio.gather(
+        reads.events_page(types=["agent_turn_completed"], agent=handle, limit=RECENT_TURNS),
+        reads.events_page(agent=handle, limit=RECENT_EVENTS))
     unanswered = sorted({n["id"] for page in (turns, recent) for n in page["coverage"]["nodes"] if not n["answered"]})
     return [turn_row(t) for t in turns["items"]], recent["items"], unanswered
 

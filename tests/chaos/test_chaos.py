@@ -69,22 +69,22 @@ class Faults:
             assert node.wait_exit(60) == EXIT_BROKER_DIED, node.log_text()[-3000:]
             self._others_hold_every_seat(index, f"the others to take {node.node_id}'s seats after its member died")
             self._restart(index)
-            restarted = time.monotonic()
-            url, token = member_dial(self.fleet.nodes[0])
-            eventually(lambda: settled(url, token), 120, "the cluster's groups to elect and catch up")
-            self.notes.append(f"the cluster settled {time.monotonic() - restarted:.1f} s after its member came back")
+            self._wait_settled(*member_dial(self.fleet.nodes[0]))
             return
         server = self.fleet.cluster.servers[index]
         server.kill()
         for node in self.fleet.nodes:  # each fails over to a server of its list that answers
             node.wait_ready(120)
         server.start()
+        self._wait_settled(self.fleet.cluster.url)
+
+    def _wait_settled(self, url: str, token: str | None = None) -> None:
+        """A member's loss ends once every replicated group (the stream, each mailbox, each bucket
+        of the coordination store) has a leader again and the member has caught up: the next
+        fault is a second fault, not one landing inside this one's elections (README,
+        "Operations": a node that dies during a store election may have a task worked twice)."""
         restarted = time.monotonic()
-        # The fault ends once every replicated group (the stream, each mailbox, each bucket of
-        # the coordination store) has a leader again and the member has caught up: the next
-        # fault is a second fault, not one landing inside this one's elections (README,
-        # "Operations": a node that dies during a store election may have a task worked twice).
-        eventually(lambda: settled(self.fleet.cluster.url), 120, "the cluster's groups to elect and catch up")
+        eventually(lambda: settled(url, token), 120, "the cluster's groups to elect and catch up")
         self.notes.append(f"the cluster settled {time.monotonic() - restarted:.1f} s after its member came back")
 
     def stop_node(self, index: int = 2) -> None:
